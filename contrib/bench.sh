@@ -1,0 +1,126 @@
+#!/bin/sh
+# bench.sh: run queen-bench against a private throwaway PostgreSQL 15 and a fresh queend.
+#
+#   contrib/bench.sh [queen-bench options]      e.g.  contrib/bench.sh --quick
+#
+# Starts PostgreSQL (fsync=off, synchronous_commit=off, shared_buffers=1GB, loopback, a free
+# port) in a temp dir, starts the broker on it, waits for GET /health, runs queen-bench with
+# --url, --pg (same server, for the baseline) and --queend-pid, and stops everything on exit.
+#
+# Environment:
+#   BUILD_DIR     build tree (default: ../build next to the checkout root)
+#   QUEEND        broker binary (default: $BUILD_DIR/src/queend)
+#   QUEEN_BENCH   benchmark binary (default: $BUILD_DIR/contrib/queen-bench)
+#   PG_BIN        PostgreSQL binaries (default: /usr/lib/postgresql/15/bin)
+#   KEEP_TMP=1    keep the temp dir (logs, data) after the run
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$root/../build}
+QUEEND=${QUEEND:-$BUILD_DIR/src/queend}
+QUEEN_BENCH=${QUEEN_BENCH:-$BUILD_DIR/contrib/queen-bench}
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+
+die() { echo "bench.sh: $*" >&2; exit 2; }
+
+[ -x "$QUEEND" ] || die "no broker at $QUEEND (set QUEEND or BUILD_DIR)"
+[ -x "$QUEEN_BENCH" ] || die "no queen-bench at $QUEEN_BENCH (set QUEEN_BENCH or BUILD_DIR)"
+[ -x "$PG_BIN/initdb" ] || die "no PostgreSQL binaries in $PG_BIN (set PG_BIN)"
+command -v curl >/dev/null || die "curl is needed to poll /health"
+
+# A port nobody listens on now (the kernel picks it; a race with another process is unlikely
+# and makes the start fail loudly rather than silently).
+free_port() {
+	perl -MIO::Socket::INET -e \
+		'my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => "127.0.0.1",
+		 LocalPort => 0, ReuseAddr => 1) or die "$!\n"; print $s->sockport, "\n"'
+}
+
+tmp=$(mktemp -d /tmp/qbench.XXXXXX)
+chmod 755 "$tmp"
+as_pg=
+if [ "$(id -u)" = 0 ]; then
+	chown postgres "$tmp"
+	as_pg="runuser -u postgres --"
+fi
+qpid=
+pg_started=
+
+cleanup() {
+	status=$?
+	trap - EXIT INT TERM
+	if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
+		kill -TERM "$qpid" 2>/dev/null || :
+		i=0
+		while kill -0 "$qpid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+		kill -KILL "$qpid" 2>/dev/null || :
+	fi
+	if [ -n "$pg_started" ]; then
+		$as_pg "$PG_BIN/pg_ctl" -D "$tmp/data" -m fast -w stop >/dev/null 2>&1 || :
+	fi
+	if [ "$status" -ne 0 ] && [ "$status" -ne 1 ]; then
+		echo "bench.sh: failed (exit $status); last lines of the logs:" >&2
+		tail -n 20 "$tmp/queend.log" "$tmp/pg.log" 2>/dev/null >&2 || :
+	fi
+	if [ "${KEEP_TMP:-0}" = 1 ]; then
+		echo "bench.sh: kept $tmp" >&2
+	else
+		rm -rf "$tmp"
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- PostgreSQL
+pgport=$(free_port)
+$as_pg "$PG_BIN/initdb" -D "$tmp/data" -U postgres -A trust -E UTF8 --no-locale >"$tmp/initdb.log" 2>&1 ||
+	{ cat "$tmp/initdb.log" >&2; die "initdb failed"; }
+cat >>"$tmp/data/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+port = $pgport
+unix_socket_directories = '$tmp'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+shared_buffers = 1GB
+max_connections = 200
+EOF
+$as_pg "$PG_BIN/pg_ctl" -D "$tmp/data" -l "$tmp/pg.log" -w -t 60 start >/dev/null ||
+	{ cat "$tmp/pg.log" >&2; die "PostgreSQL did not start"; }
+pg_started=1
+
+# --- queend
+qport=$(free_port)
+mkdir -p "$tmp/spool"
+PG_HOST=127.0.0.1 PG_PORT=$pgport PG_USER=postgres PG_PASSWORD=x PG_DB=postgres \
+	PORT=$qport HOST=127.0.0.1 LOG_LEVEL=warn FILE_BUFFER_DIR="$tmp/spool" \
+	"$QUEEND" >"$tmp/queend.log" 2>&1 &
+qpid=$!
+
+i=0
+until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$qport/health")" = 200 ]; do
+	kill -0 "$qpid" 2>/dev/null || { cat "$tmp/queend.log" >&2; qpid=; die "queend exited"; }
+	i=$((i + 1))
+	[ $i -le 300 ] || die "queend did not answer /health within 30 s"
+	sleep 0.1
+done
+
+echo "bench.sh: PostgreSQL on 127.0.0.1:$pgport, queend pid $qpid on 127.0.0.1:$qport ($QUEEND)"
+set +e
+"$QUEEN_BENCH" --url "http://127.0.0.1:$qport" \
+	--pg "host=127.0.0.1 port=$pgport user=postgres dbname=postgres" \
+	--queend-pid "$qpid" "$@"
+rc=$?
+set -e
+if ! kill -0 "$qpid" 2>/dev/null; then
+	echo "bench.sh: queend died during the run; last lines of its log:" >&2
+	tail -n 20 "$tmp/queend.log" >&2
+	qpid=
+	[ $rc -ne 0 ] || rc=1
+fi
+if [ -s "$tmp/queend.log" ]; then
+	echo "bench.sh: queend logged $(wc -l <"$tmp/queend.log") line(s) at warn or above; first ones:"
+	head -n 5 "$tmp/queend.log"
+fi
+exit $rc

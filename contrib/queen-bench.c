@@ -1,0 +1,1998 @@
+/*
+ * queen-bench: a one-run benchmark of queend against the PostgreSQL it stores into.
+ *
+ * Every throughput figure is printed with its ratio to a baseline measured in the same run on
+ * the same server: the same payloads inserted straight over libpq, 100 rows per INSERT, from
+ * 16 connections.  Phases: baseline, push (batch 100 x 8 connections, batch 1 x 64
+ * connections; 100 B and 1 KiB payloads; 10 and 10,000 partitions), pop+ack draining a
+ * pre-pushed backlog with 4 consumers, long-poll wake latency, and the broker's peak RSS.
+ *
+ * The HTTP side is one epoll loop with a hand-written HTTP/1.1 client and a tiny JSON scanner,
+ * so on a 2-core machine shared with PostgreSQL and the broker the client costs far less CPU
+ * than either.  Invariant: one request in flight per connection (no pipelining); the next
+ * request of a connection is built only once the previous response has been read in full.
+ *
+ * Build: gcc -O2 -Wall -Wextra -std=gnu11 -I$(pg_config --includedir) queen-bench.c -lpq -lpthread
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#define BASELINE_CONNS		16
+#define BASELINE_ROWS		100
+#define PUSH_BIG_BATCH		100
+#define PUSH_BIG_CONNS		8
+#define PUSH_SMALL_CONNS	64
+#define POP_CONSUMERS		4
+#define POP_BATCH		100
+#define REQUEST_TIMEOUT_S	60.0	/* an unanswered request is abandoned after this */
+#define POP_STALL_S		90.0	/* longer than the 60 s lease of a push-created queue */
+
+/* ---------------------------------------------------------------- options */
+
+static struct {
+	char host[256];
+	char port[16];
+	const char *pg;
+	long queend_pid;
+	double duration;
+	bool quick;
+	const char *only;
+	long pop_messages;
+	int many_partitions;
+	int lat_samples;
+	int pop_partitions;	/* `partitions=` sent with each pop; 0 = not sent */
+} opt = {
+	.host = "127.0.0.1",
+	.port = "6632",
+	.duration = 10,
+	.pop_messages = 200000,
+	.many_partitions = 10000,
+	.lat_samples = 200,
+};
+
+static char run_id[32];
+static struct addrinfo *target_ai;
+
+/* ---------------------------------------------------------------- small utilities */
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "queen-bench: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n);
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+/* A growable byte buffer; always NUL-terminated after the first write. */
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+static void buf_reserve(struct buf *b, size_t extra)
+{
+	if (b->len + extra + 1 <= b->cap)
+		return;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + extra + 1)
+		cap *= 2;
+	b->p = xrealloc(b->p, cap);
+	b->cap = cap;
+}
+
+static void buf_add(struct buf *b, const void *s, size_t n)
+{
+	buf_reserve(b, n);
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void buf_adds(struct buf *b, const char *s)
+{
+	buf_add(b, s, strlen(s));
+}
+
+__attribute__((format(printf, 2, 3)))
+static void buf_addf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	buf_reserve(b, (size_t)n);
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+static void buf_free(struct buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+/* CPU seconds this process has used, all threads. */
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* xorshift64*: fast, good enough for padding and uuid bits. */
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ULL;
+}
+
+/* A UUIDv7 (time-ordered, like the broker's message ids) as 36 characters plus NUL. */
+static void uuid7(char out[37], uint64_t *rng)
+{
+	struct timespec ts;
+	uint8_t b[16];
+	uint64_t ms, r1, r2;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	r1 = rng_next(rng);
+	r2 = rng_next(rng);
+	for (int i = 0; i < 6; i++)
+		b[i] = (uint8_t)(ms >> (40 - 8 * i));
+	for (int i = 0; i < 8; i++)
+		b[6 + i] = (uint8_t)(r1 >> (8 * i));
+	b[14] = (uint8_t)r2;
+	b[15] = (uint8_t)(r2 >> 8);
+	b[6] = 0x70 | (b[6] & 0x0f);
+	b[8] = 0x80 | (b[8] & 0x3f);
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		 b[13], b[14], b[15]);
+}
+
+/* Percentiles over a growable array of samples (seconds). */
+struct samples {
+	double *v;
+	size_t n, cap;
+};
+
+static void samples_add(struct samples *s, double x)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 1024;
+		s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+	}
+	s->v[s->n++] = x;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double samples_pct(struct samples *s, double pct)
+{
+	if (s->n == 0)
+		return 0;
+	qsort(s->v, s->n, sizeof(*s->v), cmp_double);
+	size_t i = (size_t)(pct / 100.0 * (double)(s->n - 1) + 0.5);
+	return s->v[i];
+}
+
+/* ---------------------------------------------------------------- failures */
+
+/* Counts by name (HTTP status, item status); a handful of distinct names is expected. */
+#define NTALLY 8
+struct tally {
+	char name[24];
+	long count;
+};
+
+static void tally_add(struct tally *t, const char *name, size_t nlen, long k)
+{
+	int i;
+
+	if (nlen >= sizeof(t[0].name))
+		nlen = sizeof(t[0].name) - 1;
+	for (i = 0; i < NTALLY && t[i].count; i++)
+		if (strlen(t[i].name) == nlen && memcmp(t[i].name, name, nlen) == 0)
+			break;
+	if (i == NTALLY)
+		i = NTALLY - 1;		/* overflow lumps into the last slot */
+	if (!t[i].count) {
+		memcpy(t[i].name, name, nlen);
+		t[i].name[nlen] = '\0';
+	}
+	t[i].count += k;
+}
+
+struct failures {
+	struct tally http[NTALLY];	/* unexpected HTTP statuses */
+	struct tally items[NTALLY];	/* items whose verdict was not the expected one */
+	long transport;			/* connect/send/recv errors, malformed responses */
+	long timeouts;			/* requests abandoned unanswered */
+	char first[240];		/* first error text seen */
+};
+
+static long failures_total(const struct failures *f)
+{
+	long n = f->transport + f->timeouts;
+
+	for (int i = 0; i < NTALLY; i++)
+		n += f->http[i].count + f->items[i].count;
+	return n;
+}
+
+static void failures_note(struct failures *f, const char *what, const char *text, size_t n)
+{
+	if (f->first[0])
+		return;
+	if (n > 160)
+		n = 160;
+	snprintf(f->first, sizeof(f->first), "%s: %.*s", what, (int)n, text);
+	for (char *p = f->first; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+}
+
+static long grand_failures;
+
+/* Prints the failure line of a phase (nothing when clean) and adds to the run's total. */
+static void failures_print(const char *label, const struct failures *f)
+{
+	long total = failures_total(f);
+
+	grand_failures += total;
+	if (!total)
+		return;
+	printf("  FAILURES in %s: %ld", label, total);
+	for (int i = 0; i < NTALLY && f->http[i].count; i++)
+		printf(" | HTTP %s x%ld", f->http[i].name, f->http[i].count);
+	for (int i = 0; i < NTALLY && f->items[i].count; i++)
+		printf(" | item %s x%ld", f->items[i].name, f->items[i].count);
+	if (f->transport)
+		printf(" | transport errors x%ld", f->transport);
+	if (f->timeouts)
+		printf(" | timeouts x%ld", f->timeouts);
+	printf("\n");
+	if (f->first[0])
+		printf("  first error: %s\n", f->first);
+}
+
+/* ---------------------------------------------------------------- figures */
+
+struct figure {
+	char label[64];
+	double value;
+	const char *unit;
+	int base;		/* index into base_rate, or -1 */
+	char note[96];
+};
+
+static struct figure figures[64];
+static int nfigures;
+static double base_rate[2];	/* rows/s for 100 B and 1 KiB; 0 = not measured */
+static const char *base_name[2] = { "100B", "1KiB" };
+
+static void figure_line(const struct figure *f, char *out, size_t n)
+{
+	int k;
+
+	if (strcmp(f->unit, "ms") == 0 || strcmp(f->unit, "MiB") == 0)
+		k = snprintf(out, n, "%s: %.1f %s", f->label, f->value, f->unit);
+	else
+		k = snprintf(out, n, "%s: %.0f %s", f->label, f->value, f->unit);
+	if (k < 0 || (size_t)k >= n)
+		return;
+	if (f->base >= 0 && base_rate[f->base] > 0)
+		snprintf(out + k, n - (size_t)k, " (%.2fx baseline %s)",
+			 f->value / base_rate[f->base], base_name[f->base]);
+	else if (f->base >= 0)
+		snprintf(out + k, n - (size_t)k, " (no baseline)");
+}
+
+static void figure(const char *label, double value, const char *unit, int base, const char *note)
+{
+	struct figure *f;
+	char line[256];
+
+	if (nfigures == (int)(sizeof(figures) / sizeof(figures[0])))
+		die("too many figures");
+	f = &figures[nfigures++];
+	snprintf(f->label, sizeof(f->label), "%s", label);
+	f->value = value;
+	f->unit = unit;
+	f->base = base;
+	snprintf(f->note, sizeof(f->note), "%s", note ? note : "");
+	figure_line(f, line, sizeof(line));
+	printf("%s%s%s\n", line, f->note[0] ? "  " : "", f->note);
+}
+
+/* ---------------------------------------------------------------- payloads */
+
+/*
+ * A JSON object of exactly `size` bytes: {"seq":"0000000000","pad":"..."}.  The ten digits are
+ * stamped per message so every payload differs; the padding is random alphanumerics.
+ */
+struct payload {
+	char *text;
+	size_t len;
+	size_t seq_at;
+	const char *tag;	/* for queue names: 100b, 1k */
+	int base;		/* index into base_rate */
+};
+
+static struct payload payloads[2];
+
+static void payload_init(struct payload *pl, size_t size, const char *tag, int base)
+{
+	static const char alnum[] =
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	const char *head = "{\"seq\":\"0000000000\",\"pad\":\"";
+	uint64_t rng = 0x9e3779b97f4a7c15ULL + size;
+	size_t hl = strlen(head);
+
+	pl->text = xrealloc(NULL, size + 1);
+	memcpy(pl->text, head, hl);
+	for (size_t i = hl; i < size - 2; i++)
+		pl->text[i] = alnum[rng_next(&rng) % (sizeof(alnum) - 1)];
+	memcpy(pl->text + size - 2, "\"}", 3);
+	pl->len = size;
+	pl->seq_at = strlen("{\"seq\":\"");
+	pl->tag = tag;
+	pl->base = base;
+}
+
+static void payload_stamp(char *copy, const struct payload *pl, uint64_t seq)
+{
+	char *d = copy + pl->seq_at;
+
+	for (int i = 9; i >= 0; i--) {
+		d[i] = (char)('0' + seq % 10);
+		seq /= 10;
+	}
+}
+
+static void buf_add_payload(struct buf *b, const struct payload *pl, uint64_t seq)
+{
+	size_t at = b->len;
+
+	buf_add(b, pl->text, pl->len);
+	payload_stamp(b->p + at, pl, seq);
+}
+
+/* ---------------------------------------------------------------- tiny JSON scanner */
+
+/*
+ * Just enough JSON to read the broker's answers: walk arrays, find an object's member, read a
+ * string's raw contents (escapes left in place, so they can be copied back into JSON as is).
+ * Every function takes the end of the text and returns NULL on anything malformed.
+ */
+static const char *js_ws(const char *p, const char *e)
+{
+	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+static const char *js_str_end(const char *p, const char *e)
+{
+	for (p++; p < e; p++) {
+		if (*p == '\\')
+			p++;
+		else if (*p == '"')
+			return p + 1;
+	}
+	return NULL;
+}
+
+static const char *js_skip(const char *p, const char *e)
+{
+	p = js_ws(p, e);
+	if (p >= e)
+		return NULL;
+	if (*p == '"')
+		return js_str_end(p, e);
+	if (*p == '{' || *p == '[') {
+		int depth = 0;
+
+		while (p < e) {
+			if (*p == '"') {
+				p = js_str_end(p, e);
+				if (!p)
+					return NULL;
+				continue;
+			}
+			if (*p == '{' || *p == '[')
+				depth++;
+			else if ((*p == '}' || *p == ']') && --depth == 0)
+				return p + 1;
+			p++;
+		}
+		return NULL;
+	}
+	while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' &&
+	       *p != '\r' && *p != '\t')
+		p++;
+	return p;
+}
+
+struct js_arr {
+	const char *p, *e, *cur;
+};
+
+static bool js_arr_open(struct js_arr *a, const char *p, const char *e)
+{
+	p = p ? js_ws(p, e) : e;
+	if (p >= e || *p != '[')
+		return false;
+	a->p = p + 1;
+	a->e = e;
+	a->cur = NULL;
+	return true;
+}
+
+/* The next element of the array, or NULL at its end (or when malformed). */
+static const char *js_arr_next(struct js_arr *a)
+{
+	const char *p = a->p;
+
+	if (!p)
+		return NULL;
+	if (a->cur) {
+		p = js_skip(a->cur, a->e);
+		p = p ? js_ws(p, a->e) : NULL;
+		if (!p || p >= a->e || *p != ',') {
+			a->p = NULL;
+			return NULL;
+		}
+		p++;
+	}
+	p = js_ws(p, a->e);
+	if (p >= a->e || *p == ']') {
+		a->p = NULL;
+		return NULL;
+	}
+	a->cur = p;
+	return p;
+}
+
+/* The value of member `key` of the object at p, or NULL. */
+static const char *js_get(const char *p, const char *e, const char *key)
+{
+	size_t klen = strlen(key);
+
+	p = p ? js_ws(p, e) : e;
+	if (p >= e || *p != '{')
+		return NULL;
+	p++;
+	for (;;) {
+		const char *ks, *ke;
+
+		p = js_ws(p, e);
+		if (p >= e || *p != '"')
+			return NULL;
+		ks = p + 1;
+		ke = js_str_end(p, e);
+		if (!ke)
+			return NULL;
+		p = js_ws(ke, e);
+		if (p >= e || *p != ':')
+			return NULL;
+		p = js_ws(p + 1, e);
+		if ((size_t)(ke - 1 - ks) == klen && memcmp(ks, key, klen) == 0)
+			return p;
+		p = js_skip(p, e);
+		if (!p)
+			return NULL;
+		p = js_ws(p, e);
+		if (p < e && *p == ',')
+			p++;
+	}
+}
+
+/* The raw contents of the string at p. */
+static bool js_str(const char *p, const char *e, const char **s, size_t *n)
+{
+	const char *end;
+
+	if (!p || p >= e || *p != '"')
+		return false;
+	end = js_str_end(p, e);
+	if (!end)
+		return false;
+	*s = p + 1;
+	*n = (size_t)(end - 1 - (p + 1));
+	return true;
+}
+
+static bool js_is(const char *p, const char *e, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return p && (size_t)(e - p) >= n && memcmp(p, lit, n) == 0;
+}
+
+static bool js_str_eq(const char *p, const char *e, const char *want)
+{
+	const char *s;
+	size_t n;
+
+	return js_str(p, e, &s, &n) && n == strlen(want) && memcmp(s, want, n) == 0;
+}
+
+/* ---------------------------------------------------------------- HTTP/1.1 */
+
+struct http_resp {
+	int status;
+	const char *body;	/* into the receive buffer, or the de-chunked copy */
+	size_t body_len;
+	bool close;		/* the server will close the connection */
+};
+
+static void http_request(struct buf *out, const char *method, const char *path, const char *body,
+			 size_t blen)
+{
+	out->len = 0;
+	buf_addf(out, "%s %s HTTP/1.1\r\nHost: %s:%s\r\n", method, path, opt.host, opt.port);
+	if (body)
+		buf_addf(out, "Content-Type: application/json\r\nContent-Length: %zu\r\n", blen);
+	buf_adds(out, "\r\n");
+	if (body)
+		buf_add(out, body, blen);
+}
+
+static bool hdr_value(const char *line, size_t n, const char *name, const char **v, size_t *vlen)
+{
+	size_t k = strlen(name);
+	const char *p, *e = line + n;
+
+	if (n <= k || line[k] != ':' || strncasecmp(line, name, k) != 0)
+		return false;
+	for (p = line + k + 1; p < e && (*p == ' ' || *p == '\t'); p++)
+		;
+	*v = p;
+	*vlen = (size_t)(e - p);
+	return true;
+}
+
+static bool has_token(const char *v, size_t n, const char *tok)
+{
+	size_t k = strlen(tok);
+
+	for (size_t i = 0; i + k <= n; i++)
+		if (strncasecmp(v + i, tok, k) == 0)
+			return true;
+	return false;
+}
+
+static int http_dechunk(const char *p, const char *e, struct buf *out, struct http_resp *r)
+{
+	out->len = 0;
+	for (;;) {
+		const char *nl = memmem(p, (size_t)(e - p), "\r\n", 2);
+		unsigned long sz;
+		char *endp;
+
+		if (!nl)
+			return 0;
+		sz = strtoul(p, &endp, 16);
+		if (endp == p)
+			return -1;
+		p = nl + 2;
+		if (sz == 0) {
+			for (;;) {	/* trailers, up to the empty line */
+				nl = memmem(p, (size_t)(e - p), "\r\n", 2);
+				if (!nl)
+					return 0;
+				if (nl == p)
+					break;
+				p = nl + 2;
+			}
+			buf_reserve(out, 0);
+			r->body = out->p;
+			r->body_len = out->len;
+			return 1;
+		}
+		if ((size_t)(e - p) < sz + 2)
+			return 0;
+		buf_add(out, p, sz);
+		p += sz + 2;
+	}
+}
+
+/*
+ * Parses the response in in[0..len).  Returns 1 when it is complete, 0 when more bytes are
+ * needed, -1 when it is malformed.  `eof`: the peer closed, so a body without a length ends.
+ */
+static int http_parse(const char *in, size_t len, bool eof, struct buf *dechunk,
+		      struct http_resp *r)
+{
+	const char *he, *p, *body;
+	long clen = -1;
+	bool chunked = false;
+	size_t avail;
+
+	if (len == 0)
+		return eof ? -1 : 0;
+	he = memmem(in, len, "\r\n\r\n", 4);
+	if (!he)
+		return eof || len > 65536 ? -1 : 0;
+	if (len < 12 || memcmp(in, "HTTP/1.", 7) != 0)
+		return -1;
+	r->status = atoi(in + 9);
+	r->close = in[7] == '0';
+	p = memmem(in, (size_t)(he + 2 - in), "\r\n", 2) + 2;
+	while (p < he + 2) {
+		const char *q = memmem(p, (size_t)(he + 2 - p), "\r\n", 2), *v;
+		size_t vlen;
+
+		if (hdr_value(p, (size_t)(q - p), "content-length", &v, &vlen))
+			clen = strtol(v, NULL, 10);
+		else if (hdr_value(p, (size_t)(q - p), "transfer-encoding", &v, &vlen))
+			chunked = has_token(v, vlen, "chunked");
+		else if (hdr_value(p, (size_t)(q - p), "connection", &v, &vlen))
+			r->close = has_token(v, vlen, "close");
+		p = q + 2;
+	}
+	body = he + 4;
+	avail = (size_t)(in + len - body);
+	r->body = body;
+	r->body_len = 0;
+	if (r->status < 200)
+		return -1;		/* no 1xx expected: we never send Expect */
+	if (r->status == 204 || r->status == 304)
+		return 1;
+	if (chunked)
+		return http_dechunk(body, in + len, dechunk, r);
+	if (clen >= 0) {
+		if (avail < (size_t)clen)
+			return 0;
+		r->body_len = (size_t)clen;
+		return 1;
+	}
+	if (!eof)
+		return 0;
+	r->body_len = avail;
+	r->close = true;
+	return 1;
+}
+
+static void resolve_target(void)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	int rc = getaddrinfo(opt.host, opt.port, &hints, &target_ai);
+
+	if (rc)
+		die("cannot resolve %s:%s: %s", opt.host, opt.port, gai_strerror(rc));
+}
+
+/* A connected TCP socket to the broker, or -1.  Connect is blocking: it is loopback. */
+static int tcp_connect(bool nonblock)
+{
+	int fd, one = 1;
+
+	fd = socket(target_ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, target_ai->ai_addr, target_ai->ai_addrlen) < 0) {
+		close(fd);
+		return -1;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (nonblock)
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	else {
+		struct timeval tv = { .tv_sec = 30 };
+
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	return fd;
+}
+
+/* ---------------------------------------------------------------- blocking client */
+
+/* One keep-alive connection used in lock step: for health checks and the latency phase. */
+struct hclient {
+	int fd;
+	struct buf req, in, dechunk;
+};
+
+static int hc_send(struct hclient *h, const char *method, const char *path, const char *body,
+		   size_t blen)
+{
+	size_t off = 0;
+
+	if (h->fd < 0 && (h->fd = tcp_connect(false)) < 0)
+		return -1;
+	http_request(&h->req, method, path, body, blen);
+	while (off < h->req.len) {
+		ssize_t n = send(h->fd, h->req.p + off, h->req.len - off, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(h->fd);
+			h->fd = -1;
+			return -1;
+		}
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+/* Reads one response; r->body stays valid until the next call on this client. */
+static int hc_recv(struct hclient *h, struct http_resp *r)
+{
+	int rc;
+
+	h->in.len = 0;
+	for (;;) {
+		ssize_t n;
+
+		rc = http_parse(h->in.p, h->in.len, false, &h->dechunk, r);
+		if (rc)
+			break;
+		buf_reserve(&h->in, 65536);
+		n = recv(h->fd, h->in.p + h->in.len, h->in.cap - h->in.len - 1, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		if (n == 0) {
+			rc = http_parse(h->in.p, h->in.len, true, &h->dechunk, r);
+			r->close = true;
+			break;
+		}
+		h->in.len += (size_t)n;
+	}
+	if (rc != 1 || r->close) {
+		close(h->fd);
+		h->fd = -1;
+	}
+	return rc == 1 ? 0 : -1;
+}
+
+static int hc_call(struct hclient *h, const char *method, const char *path, const char *body,
+		   size_t blen, struct http_resp *r)
+{
+	if (hc_send(h, method, path, body, blen) < 0)
+		return -1;
+	return hc_recv(h, r);
+}
+
+static void hc_free(struct hclient *h)
+{
+	if (h->fd >= 0)
+		close(h->fd);
+	h->fd = -1;
+	buf_free(&h->req);
+	buf_free(&h->in);
+	buf_free(&h->dechunk);
+}
+
+static void check_health(void)
+{
+	struct hclient h = { .fd = -1 };
+	struct http_resp r;
+
+	if (hc_call(&h, "GET", "/health", NULL, 0, &r) < 0)
+		die("queend at %s:%s does not answer", opt.host, opt.port);
+	if (r.status != 200)
+		die("queend /health answered %d: %.*s", r.status, (int)r.body_len, r.body);
+	hc_free(&h);
+}
+
+/* ---------------------------------------------------------------- epoll connection engine */
+
+/*
+ * N keep-alive connections driven by one thread.  Each connection asks the phase for its next
+ * request (`next`), sends it, reads the whole response and hands it to `reply`; `reply` may
+ * ask for a pause (`not_before`) before the next request.  A transport error is counted, the
+ * connection reopened and the request lost.
+ */
+enum cstate { CS_IDLE, CS_SEND, CS_RECV, CS_SLEEP, CS_DONE };
+enum step { STEP_SEND, STEP_STOP };
+
+struct engine;
+
+struct conn {
+	struct engine *en;
+	int fd;
+	int idx;
+	enum cstate st;
+	bool want_out;
+	struct buf out;
+	size_t out_off;
+	struct buf in;
+	struct buf dechunk;
+	double t_sent;
+	double not_before;
+	void *sess;		/* the phase's per-connection state */
+};
+
+struct engine {
+	int ep;
+	int nconns, active;
+	struct conn *conns;
+	enum step (*next)(struct engine *en, struct conn *c);
+	void (*reply)(struct engine *en, struct conn *c, const struct http_resp *r);
+	void *phase;
+	struct failures *fail;
+	double t_start, t_last;
+};
+
+static void conn_start(struct conn *c);
+
+static bool conn_open(struct conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+	c->fd = tcp_connect(true);
+	if (c->fd < 0)
+		return false;
+	if (epoll_ctl(c->en->ep, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+		die("epoll_ctl: %s", strerror(errno));
+	c->want_out = false;
+	return true;
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->fd < 0)
+		return;
+	epoll_ctl(c->en->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+}
+
+static void conn_want_out(struct conn *c, bool on)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c };
+
+	if (c->want_out == on)
+		return;
+	epoll_ctl(c->en->ep, EPOLL_CTL_MOD, c->fd, &ev);
+	c->want_out = on;
+}
+
+static void conn_error(struct conn *c, const char *why)
+{
+	struct failures *f = c->en->fail;
+
+	f->transport++;
+	failures_note(f, "transport", why, strlen(why));
+	conn_close(c);
+	c->st = CS_SLEEP;
+	c->not_before = now() + 0.01;
+}
+
+static void conn_finish(struct conn *c, bool eof)
+{
+	struct engine *en = c->en;
+	struct http_resp r;
+	int rc = http_parse(c->in.p, c->in.len, eof, &c->dechunk, &r);
+
+	if (rc == 0 && !eof)
+		return;
+	if (rc <= 0) {
+		conn_error(c, eof ? "connection closed before a full response" :
+			   "malformed HTTP response");
+		return;
+	}
+	en->t_last = now();
+	c->st = CS_IDLE;
+	c->not_before = 0;
+	en->reply(en, c, &r);
+	if (r.close || eof)
+		conn_close(c);
+	c->in.len = 0;
+	if (c->not_before > now())
+		c->st = CS_SLEEP;
+	else
+		conn_start(c);
+}
+
+static void conn_flush(struct conn *c)
+{
+	while (c->out_off < c->out.len) {
+		ssize_t n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off,
+				 MSG_NOSIGNAL);
+
+		if (n > 0) {
+			c->out_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			conn_want_out(c, true);
+			return;
+		}
+		conn_error(c, strerror(errno));
+		return;
+	}
+	conn_want_out(c, false);
+	c->st = CS_RECV;
+	if (c->in.len)		/* an early answer arrived while we were still sending */
+		conn_finish(c, false);
+}
+
+static void conn_read(struct conn *c)
+{
+	bool eof = false;
+
+	for (;;) {
+		ssize_t n;
+
+		buf_reserve(&c->in, 65536);
+		n = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len - 1, 0);
+		if (n > 0) {
+			c->in.len += (size_t)n;
+			continue;
+		}
+		if (n == 0) {
+			eof = true;
+			break;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			break;
+		conn_error(c, strerror(errno));
+		return;
+	}
+	if (c->st == CS_RECV)
+		conn_finish(c, eof);
+	else if (c->st == CS_SEND && eof)
+		conn_error(c, "connection closed while sending");
+	else if (c->st != CS_SEND) {
+		c->in.len = 0;	/* idle keep-alive connection closed by the server: reopen later */
+		if (eof)
+			conn_close(c);
+	}
+}
+
+static void conn_start(struct conn *c)
+{
+	struct engine *en = c->en;
+
+	if (en->next(en, c) == STEP_STOP) {
+		conn_close(c);
+		c->st = CS_DONE;
+		en->active--;
+		return;
+	}
+	if (c->fd < 0 && !conn_open(c)) {
+		conn_error(c, "cannot connect");
+		c->not_before = now() + 0.1;
+		return;
+	}
+	c->out_off = 0;
+	c->in.len = 0;
+	c->t_sent = now();
+	c->st = CS_SEND;
+	conn_flush(c);
+}
+
+/* Runs until every connection's `next` said stop.  `sess` is an array of `sess_size` bytes each. */
+static void engine_run(struct engine *en, void *sess, size_t sess_size)
+{
+	struct epoll_event evs[128];
+
+	en->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (en->ep < 0)
+		die("epoll_create1: %s", strerror(errno));
+	en->conns = calloc((size_t)en->nconns, sizeof(*en->conns));
+	if (!en->conns)
+		die("out of memory");
+	for (int i = 0; i < en->nconns; i++) {
+		struct conn *c = &en->conns[i];
+
+		c->en = en;
+		c->idx = i;
+		c->sess = (char *)sess + (size_t)i * sess_size;
+		if (!conn_open(c))
+			die("cannot connect to %s:%s: %s", opt.host, opt.port, strerror(errno));
+	}
+	en->active = en->nconns;
+	en->t_start = en->t_last = now();
+	for (int i = 0; i < en->nconns; i++)
+		conn_start(&en->conns[i]);
+
+	while (en->active > 0) {
+		double t = now(), wake = t + 0.1;
+		int n, ms;
+
+		for (int i = 0; i < en->nconns; i++) {
+			struct conn *c = &en->conns[i];
+
+			if (c->st == CS_SLEEP && c->not_before < wake)
+				wake = c->not_before;
+			if ((c->st == CS_SEND || c->st == CS_RECV) &&
+			    t - c->t_sent > REQUEST_TIMEOUT_S) {
+				en->fail->timeouts++;
+				failures_note(en->fail, "timeout", "request unanswered", 18);
+				conn_close(c);
+				c->st = CS_SLEEP;
+				c->not_before = t;
+			}
+		}
+		ms = wake > t ? (int)((wake - t) * 1000) + 1 : 0;
+		n = epoll_wait(en->ep, evs, 128, ms);
+		if (n < 0 && errno != EINTR)
+			die("epoll_wait: %s", strerror(errno));
+		for (int k = 0; k < n; k++) {
+			struct conn *c = evs[k].data.ptr;
+
+			if (c->fd < 0 || c->st == CS_DONE)
+				continue;
+			if ((evs[k].events & EPOLLOUT) && c->st == CS_SEND)
+				conn_flush(c);
+			if ((evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && c->fd >= 0)
+				conn_read(c);
+		}
+		t = now();
+		for (int i = 0; i < en->nconns; i++) {
+			struct conn *c = &en->conns[i];
+
+			if (c->st == CS_SLEEP && c->not_before <= t)
+				conn_start(c);
+		}
+	}
+	for (int i = 0; i < en->nconns; i++) {
+		buf_free(&en->conns[i].out);
+		buf_free(&en->conns[i].in);
+		buf_free(&en->conns[i].dechunk);
+	}
+	free(en->conns);
+	close(en->ep);
+}
+
+/* Records an unexpected HTTP status and its body. */
+static void fail_http(struct failures *f, const struct http_resp *r)
+{
+	char code[8];
+
+	snprintf(code, sizeof(code), "%d", r->status);
+	tally_add(f->http, code, strlen(code), 1);
+	failures_note(f, code, r->body_len ? r->body : "(no body)", r->body_len ? r->body_len : 9);
+}
+
+/* ---------------------------------------------------------------- phase: baseline */
+
+struct base_worker {
+	pthread_t thread;
+	PGconn *pg;
+	const char *table;
+	const struct payload *pl;
+	int idx;
+	long rows;
+	char err[200];
+};
+
+static atomic_bool base_stop;
+
+static void *baseline_worker(void *arg)
+{
+	struct base_worker *w = arg;
+	const char *values[BASELINE_ROWS * 3];
+	char ids[BASELINE_ROWS][37], parts[BASELINE_ROWS][8], *bodies[BASELINE_ROWS];
+	uint64_t rng = 0x1234567ULL + (uint64_t)w->idx * 7919, seq = (uint64_t)w->idx * 100000000;
+	struct buf sql = { 0 };
+	PGresult *res;
+
+	buf_addf(&sql, "INSERT INTO %s (id, partition, payload) VALUES ", w->table);
+	for (int i = 0; i < BASELINE_ROWS; i++)
+		buf_addf(&sql, "%s($%d::uuid, $%d, $%d::jsonb)", i ? ", " : "", 3 * i + 1, 3 * i + 2,
+			 3 * i + 3);
+	res = PQprepare(w->pg, "ins", sql.p, 0, NULL);
+	buf_free(&sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		snprintf(w->err, sizeof(w->err), "%s", PQerrorMessage(w->pg));
+		PQclear(res);
+		return NULL;
+	}
+	PQclear(res);
+	for (int i = 0; i < BASELINE_ROWS; i++) {
+		bodies[i] = xrealloc(NULL, w->pl->len + 1);
+		memcpy(bodies[i], w->pl->text, w->pl->len + 1);
+		snprintf(parts[i], sizeof(parts[i]), "p%d", i % 10);
+		values[3 * i] = ids[i];
+		values[3 * i + 1] = parts[i];
+		values[3 * i + 2] = bodies[i];
+	}
+	while (!atomic_load(&base_stop)) {
+		for (int i = 0; i < BASELINE_ROWS; i++) {
+			uuid7(ids[i], &rng);
+			payload_stamp(bodies[i], w->pl, seq++);
+		}
+		res = PQexecPrepared(w->pg, "ins", BASELINE_ROWS * 3, values, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			snprintf(w->err, sizeof(w->err), "%s", PQerrorMessage(w->pg));
+			PQclear(res);
+			break;
+		}
+		PQclear(res);
+		w->rows += BASELINE_ROWS;
+	}
+	for (int i = 0; i < BASELINE_ROWS; i++)
+		free(bodies[i]);
+	return NULL;
+}
+
+static void pg_exec(PGconn *pg, const char *sql)
+{
+	PGresult *res = PQexec(pg, sql);
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		die("baseline: %s: %s", sql, PQerrorMessage(pg));
+	PQclear(res);
+}
+
+/* Raw PostgreSQL: 100-row INSERTs of the same payloads from 16 connections, for --duration. */
+static void phase_baseline(const struct payload *pl)
+{
+	struct base_worker w[BASELINE_CONNS];
+	struct failures fail = { 0 };
+	char table[64], sql[256], label[64];
+	PGconn *admin;
+	long rows = 0;
+	double t0, elapsed;
+
+	snprintf(table, sizeof(table), "queen_bench_%s_%s", run_id, pl->tag);
+	admin = PQconnectdb(opt.pg);
+	if (PQstatus(admin) != CONNECTION_OK)
+		die("baseline: cannot connect to \"%s\": %s", opt.pg, PQerrorMessage(admin));
+	snprintf(sql, sizeof(sql),
+		 "CREATE TABLE %s (id uuid PRIMARY KEY, partition text NOT NULL, "
+		 "payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())", table);
+	pg_exec(admin, sql);
+
+	memset(w, 0, sizeof(w));
+	for (int i = 0; i < BASELINE_CONNS; i++) {
+		w[i].pg = PQconnectdb(opt.pg);
+		if (PQstatus(w[i].pg) != CONNECTION_OK)
+			die("baseline: connection %d: %s", i, PQerrorMessage(w[i].pg));
+		w[i].table = table;
+		w[i].pl = pl;
+		w[i].idx = i;
+	}
+	atomic_store(&base_stop, false);
+	t0 = now();
+	for (int i = 0; i < BASELINE_CONNS; i++)
+		if (pthread_create(&w[i].thread, NULL, baseline_worker, &w[i]))
+			die("pthread_create failed");
+	usleep((useconds_t)(opt.duration * 1e6));
+	atomic_store(&base_stop, true);
+	for (int i = 0; i < BASELINE_CONNS; i++) {
+		pthread_join(w[i].thread, NULL);
+		rows += w[i].rows;
+		if (w[i].err[0]) {
+			tally_add(fail.items, "insert error", 12, 1);
+			failures_note(&fail, "insert", w[i].err, strlen(w[i].err));
+		}
+		PQfinish(w[i].pg);
+	}
+	elapsed = now() - t0;
+	snprintf(sql, sizeof(sql), "DROP TABLE %s", table);
+	pg_exec(admin, sql);
+	PQfinish(admin);
+
+	base_rate[pl->base] = (double)rows / elapsed;
+	snprintf(label, sizeof(label), "baseline insert %s", base_name[pl->base]);
+	figure(label, base_rate[pl->base], "rows/s", -1, NULL);
+	failures_print(label, &fail);
+}
+
+/* ---------------------------------------------------------------- push */
+
+/*
+ * Items are spread round-robin over partitions p0..p{N-1}, item by item (a batch of 100 over
+ * 10 partitions writes 10 messages to each), each connection starting at its own offset.
+ */
+struct push_run {
+	const char *queue;
+	int batch;
+	int nparts;
+	const struct payload *pl;
+	double stop_at;		/* no new request after this */
+	long to_send;		/* items left to send, or -1 for "until stop_at" */
+	uint64_t seq;
+	long queued, requests;
+	struct samples lat;
+	struct failures fail;
+	struct buf body;
+};
+
+struct push_conn {
+	long cursor;
+	int inflight;
+};
+
+static enum step push_next(struct engine *en, struct conn *c)
+{
+	struct push_run *ph = en->phase;
+	struct push_conn *pc = c->sess;
+	struct buf *b = &ph->body;
+	int n = ph->batch;
+
+	if (now() >= ph->stop_at || ph->to_send == 0)
+		return STEP_STOP;
+	if (ph->to_send > 0) {
+		if (n > ph->to_send)
+			n = (int)ph->to_send;
+		ph->to_send -= n;
+	}
+	b->len = 0;
+	buf_adds(b, "{\"items\":[");
+	for (int i = 0; i < n; i++) {
+		buf_addf(b, "%s{\"queue\":\"%s\",\"partition\":\"p%ld\",\"payload\":", i ? "," : "",
+			 ph->queue, pc->cursor++ % ph->nparts);
+		buf_add_payload(b, ph->pl, ph->seq++);
+		buf_adds(b, "}");
+	}
+	buf_adds(b, "]}");
+	http_request(&c->out, "POST", "/api/v1/push", b->p, b->len);
+	pc->inflight = n;
+	ph->requests++;
+	return STEP_SEND;
+}
+
+static void push_reply(struct engine *en, struct conn *c, const struct http_resp *r)
+{
+	struct push_run *ph = en->phase;
+	struct push_conn *pc = c->sess;
+	const char *e = r->body + r->body_len, *el;
+	struct js_arr a;
+	long got = 0;
+
+	samples_add(&ph->lat, now() - c->t_sent);
+	if (r->status != 201) {
+		fail_http(&ph->fail, r);
+		c->not_before = now() + 0.01;
+		return;
+	}
+	if (!js_arr_open(&a, r->body, e)) {
+		tally_add(ph->fail.items, "unparsable", 10, pc->inflight);
+		failures_note(&ph->fail, "push answer", r->body, r->body_len);
+		return;
+	}
+	while ((el = js_arr_next(&a))) {
+		const char *v = js_get(el, e, "status"), *s = "?", *err;
+		size_t n = 1, elen;
+
+		got++;
+		if (js_str_eq(v, e, "queued")) {
+			ph->queued++;
+			continue;
+		}
+		js_str(v, e, &s, &n);
+		tally_add(ph->fail.items, s, n, 1);
+		if (js_str(js_get(el, e, "error"), e, &err, &elen))
+			failures_note(&ph->fail, "item error", err, elen);
+		else
+			failures_note(&ph->fail, "item", el, (size_t)(e - el));
+	}
+	if (got != pc->inflight) {
+		tally_add(ph->fail.items, "missing", 7, labs(pc->inflight - got));
+		failures_note(&ph->fail, "answer count mismatch", r->body, r->body_len);
+	}
+}
+
+/* Pushes with `nconns` connections; returns queued messages per second. */
+static double push_run(struct push_run *ph, int nconns, double *elapsed)
+{
+	struct engine en = {
+		.nconns = nconns, .next = push_next, .reply = push_reply,
+		.phase = ph, .fail = &ph->fail,
+	};
+	struct push_conn *pcs = calloc((size_t)nconns, sizeof(*pcs));
+
+	if (!pcs)
+		die("out of memory");
+	for (int i = 0; i < nconns; i++)
+		pcs[i].cursor = (long)i * ph->nparts / nconns;
+	engine_run(&en, pcs, sizeof(*pcs));
+	free(pcs);
+	buf_free(&ph->body);
+	*elapsed = en.t_last - en.t_start;
+	return *elapsed > 0 ? (double)ph->queued / *elapsed : 0;
+}
+
+/* One push figure: `batch` items a request from `nconns` connections for --duration. */
+static void phase_push(int batch, int nconns, const struct payload *pl, int nparts)
+{
+	struct push_run ph = { 0 };
+	char queue[128], label[64], note[96];
+	double rate, elapsed, cpu0 = cpu_seconds();
+
+	snprintf(queue, sizeof(queue), "bench-%s-push-b%d-%s-%dp", run_id, batch, pl->tag, nparts);
+	ph.queue = queue;
+	ph.batch = batch;
+	ph.nparts = nparts;
+	ph.pl = pl;
+	ph.to_send = -1;
+	ph.stop_at = now() + opt.duration;
+	rate = push_run(&ph, nconns, &elapsed);
+	snprintf(label, sizeof(label), "push b%d %s %dp", batch, base_name[pl->base], nparts);
+	snprintf(note, sizeof(note), "[%d conns, %ld req, p50 %.1f ms, p99 %.1f ms, client cpu %.0f%%]",
+		 nconns, ph.requests, samples_pct(&ph.lat, 50) * 1e3,
+		 samples_pct(&ph.lat, 99) * 1e3,
+		 elapsed > 0 ? 100 * (cpu_seconds() - cpu0) / elapsed : 0);
+	figure(label, rate, "msg/s", pl->base, note);
+	failures_print(label, &ph.fail);
+	free(ph.lat.v);
+}
+
+/* ---------------------------------------------------------------- phase: pop + ack */
+
+struct pop_run {
+	const char *queue;
+	const char *group;
+	long target;		/* messages to acknowledge */
+	long popped, acked, noop, pops, empty, acks;
+	double last_progress;
+	bool stalled;
+	struct buf path;
+	struct failures fail;
+};
+
+struct pop_conn {
+	bool ack_next;		/* the next request is the ack of the last pop */
+	bool in_ack;		/* the request in flight is an ack */
+	int ack_items;
+	struct buf ack;
+};
+
+static enum step pop_next(struct engine *en, struct conn *c)
+{
+	struct pop_run *ph = en->phase;
+	struct pop_conn *pc = c->sess;
+
+	if (pc->ack_next) {
+		pc->ack_next = false;
+		pc->in_ack = true;
+		ph->acks++;
+		http_request(&c->out, "POST", "/api/v1/ack/batch", pc->ack.p, pc->ack.len);
+		return STEP_SEND;
+	}
+	if (ph->acked >= ph->target)
+		return STEP_STOP;
+	if (now() - ph->last_progress > POP_STALL_S) {
+		ph->stalled = true;
+		return STEP_STOP;
+	}
+	pc->in_ack = false;
+	ph->pops++;
+	http_request(&c->out, "GET", ph->path.p, NULL, 0);
+	return STEP_SEND;
+}
+
+/* Turns the messages of a pop answer into the body of one ack/batch; returns their count. */
+static int pop_build_ack(struct pop_run *ph, struct pop_conn *pc, const struct http_resp *r)
+{
+	const char *e = r->body + r->body_len, *el, *top_lease = NULL, *s;
+	size_t top_len = 0, n;
+	struct js_arr a;
+	int count = 0;
+
+	if (js_str(js_get(r->body, e, "leaseId"), e, &s, &n)) {
+		top_lease = s;
+		top_len = n;
+	}
+	if (!js_arr_open(&a, js_get(r->body, e, "messages"), e)) {
+		tally_add(ph->fail.items, "unparsable pop", 14, 1);
+		failures_note(&ph->fail, "pop answer", r->body, r->body_len);
+		return 0;
+	}
+	pc->ack.len = 0;
+	buf_addf(&pc->ack, "{\"consumerGroup\":\"%s\",\"acknowledgments\":[", ph->group);
+	while ((el = js_arr_next(&a))) {
+		const char *txn, *pid, *lease = top_lease;
+		size_t tl, pl, ll = top_len;
+
+		if (!js_str(js_get(el, e, "transactionId"), e, &txn, &tl) ||
+		    !js_str(js_get(el, e, "partitionId"), e, &pid, &pl)) {
+			tally_add(ph->fail.items, "message without ids", 19, 1);
+			failures_note(&ph->fail, "message", el, (size_t)(e - el));
+			continue;
+		}
+		js_str(js_get(el, e, "leaseId"), e, &lease, &ll);
+		buf_addf(&pc->ack, "%s{\"transactionId\":\"%.*s\",\"partitionId\":\"%.*s\","
+			 "\"status\":\"completed\"", count ? "," : "", (int)tl, txn, (int)pl, pid);
+		if (lease && ll)
+			buf_addf(&pc->ack, ",\"leaseId\":\"%.*s\"", (int)ll, lease);
+		buf_adds(&pc->ack, "}");
+		count++;
+	}
+	buf_adds(&pc->ack, "]}");
+	return count;
+}
+
+static void pop_reply_ack(struct pop_run *ph, struct pop_conn *pc, const struct http_resp *r)
+{
+	const char *e = r->body + r->body_len, *el;
+	struct js_arr a;
+	int got = 0;
+
+	if (r->status != 200) {
+		fail_http(&ph->fail, r);
+		return;
+	}
+	if (!js_arr_open(&a, r->body, e)) {
+		tally_add(ph->fail.items, "unparsable ack", 14, 1);
+		failures_note(&ph->fail, "ack answer", r->body, r->body_len);
+		return;
+	}
+	while ((el = js_arr_next(&a))) {
+		const char *err;
+		size_t elen;
+
+		got++;
+		if (js_is(js_get(el, e, "success"), e, "true")) {
+			if (js_is(js_get(el, e, "noop"), e, "true"))
+				ph->noop++;
+			else
+				ph->acked++;
+			ph->last_progress = now();
+			continue;
+		}
+		tally_add(ph->fail.items, "ack not successful", 18, 1);
+		if (js_str(js_get(el, e, "error"), e, &err, &elen))
+			failures_note(&ph->fail, "ack error", err, elen);
+		else
+			failures_note(&ph->fail, "ack", el, (size_t)(e - el));
+	}
+	if (got != pc->ack_items)
+		tally_add(ph->fail.items, "ack answer count mismatch", 25, 1);
+}
+
+static void pop_reply(struct engine *en, struct conn *c, const struct http_resp *r)
+{
+	struct pop_run *ph = en->phase;
+	struct pop_conn *pc = c->sess;
+	int n;
+
+	if (pc->in_ack) {
+		pop_reply_ack(ph, pc, r);
+		return;
+	}
+	if (r->status == 204) {
+		ph->empty++;
+		c->not_before = now() + 0.005;
+		return;
+	}
+	if (r->status != 200) {
+		fail_http(&ph->fail, r);
+		c->not_before = now() + 0.01;
+		return;
+	}
+	n = pop_build_ack(ph, pc, r);
+	if (n == 0) {
+		ph->empty++;
+		c->not_before = now() + 0.005;
+		return;
+	}
+	ph->popped += n;
+	pc->ack_items = n;
+	pc->ack_next = true;
+}
+
+/*
+ * Pre-pushes --pop-messages 100-byte messages over `nparts` partitions, then 4 consumers of one
+ * group drain them: pop batch 100 (wait=false), ack/batch of everything popped, repeat.
+ */
+static void phase_pop(int nparts)
+{
+	struct push_run fill = { 0 };
+	struct pop_run ph = { 0 };
+	struct pop_conn pcs[POP_CONSUMERS];
+	struct engine en = {
+		.nconns = POP_CONSUMERS, .next = pop_next, .reply = pop_reply,
+		.phase = &ph, .fail = &ph.fail,
+	};
+	struct hclient h = { .fd = -1 };
+	struct http_resp r;
+	char queue[128], group[64], label[64], note[96];
+	double rate, elapsed;
+
+	snprintf(queue, sizeof(queue), "bench-%s-pop-%dp", run_id, nparts);
+	snprintf(group, sizeof(group), "bench-%s", run_id);
+	fill.queue = queue;
+	fill.batch = PUSH_BIG_BATCH;
+	fill.nparts = nparts;
+	fill.pl = &payloads[0];
+	fill.to_send = opt.pop_messages;
+	fill.stop_at = now() + 3600;
+	rate = push_run(&fill, PUSH_BIG_CONNS, &elapsed);
+	printf("  pop prefill %dp: %ld queued in %.1f s (%.0f msg/s)\n", nparts, fill.queued,
+	       elapsed, rate);
+	snprintf(label, sizeof(label), "pop prefill %dp", nparts);
+	failures_print(label, &fill.fail);
+	free(fill.lat.v);
+
+	ph.queue = queue;
+	ph.group = group;
+	ph.target = fill.queued;
+	ph.last_progress = now();
+	buf_addf(&ph.path, "/api/v1/pop/queue/%s?batch=%d&wait=false&consumerGroup=%s"
+		 "&subscriptionMode=all", queue, POP_BATCH, group);
+	if (opt.pop_partitions > 0)
+		buf_addf(&ph.path, "&partitions=%d", opt.pop_partitions);
+	memset(pcs, 0, sizeof(pcs));
+	engine_run(&en, pcs, sizeof(pcs[0]));
+	elapsed = en.t_last - en.t_start;
+	rate = elapsed > 0 ? (double)ph.acked / elapsed : 0;
+
+	snprintf(label, sizeof(label), "pop+ack b%d %dp", POP_BATCH, nparts);
+	snprintf(note, sizeof(note), "[%ld acked in %.1f s, %ld pops, %ld empty, %ld redelivered]",
+		 ph.acked, elapsed, ph.pops, ph.empty,
+		 ph.popped > ph.acked ? ph.popped - ph.acked : 0);
+	figure(label, rate, "msg/s", payloads[0].base, note);
+	if (ph.stalled) {
+		tally_add(ph.fail.items, "drain stalled", 13, ph.target - ph.acked);
+		failures_note(&ph.fail, "stall", "no ack progress", 15);
+	}
+	/* The backlog must now be empty for the group. */
+	if (hc_call(&h, "GET", ph.path.p, NULL, 0, &r) < 0)
+		ph.fail.transport++;
+	else if (r.status != 204) {
+		tally_add(ph.fail.items, "left after drain", 16, 1);
+		failures_note(&ph.fail, "pop after drain", r.body, r.body_len);
+	}
+	failures_print(label, &ph.fail);
+	hc_free(&h);
+	for (int i = 0; i < POP_CONSUMERS; i++)
+		buf_free(&pcs[i].ack);
+	buf_free(&ph.path);
+}
+
+/* ---------------------------------------------------------------- phase: long-poll latency */
+
+/* Pops everything deliverable (wait=false) and acks it, so the next sample starts clean. */
+static void latency_drain(struct hclient *h, const char *queue)
+{
+	struct pop_run ph = { .group = "__QUEUE_MODE__" };
+	struct pop_conn pc = { 0 };
+	struct http_resp r;
+	char path[256];
+
+	snprintf(path, sizeof(path), "/api/v1/pop/queue/%s?batch=100&wait=false", queue);
+	for (int i = 0; i < 100; i++) {
+		if (hc_call(h, "GET", path, NULL, 0, &r) < 0 || r.status != 200)
+			break;
+		if (pop_build_ack(&ph, &pc, &r) == 0)
+			break;
+		if (hc_call(h, "POST", "/api/v1/ack/batch", pc.ack.p, pc.ack.len, &r) < 0)
+			break;
+	}
+	buf_free(&pc.ack);
+}
+
+/* A 201 whose first element is `queued`. */
+static bool push_first_queued(const struct http_resp *r)
+{
+	const char *e = r->body + r->body_len, *el;
+	struct js_arr a;
+
+	return r->status == 201 && js_arr_open(&a, r->body, e) && (el = js_arr_next(&a)) &&
+	       js_str_eq(js_get(el, e, "status"), e, "queued");
+}
+
+/*
+ * A consumer parks (wait=true) on a fresh queue; after a random 20-80 ms a producer pushes one
+ * message.  Latency = push request sent -> pop response received.  The message is then acked
+ * (untimed) so the partition's lease is released for the next sample.
+ */
+static void phase_latency(void)
+{
+	struct hclient cons = { .fd = -1 }, prod = { .fd = -1 };
+	struct samples lat = { 0 };
+	struct failures fail = { 0 };
+	struct buf body = { 0 }, ack = { 0 };
+	char queue[128], path[256], txn[64], note[96];
+	uint64_t rng = (uint64_t)getpid() * 2654435761ULL + 1;
+
+	snprintf(queue, sizeof(queue), "bench-%s-latency", run_id);
+	snprintf(path, sizeof(path), "/api/v1/pop/queue/%s?batch=1&wait=true&timeout=10000", queue);
+	for (int i = 0; i < opt.lat_samples; i++) {
+		struct http_resp r, pr;
+		const char *e, *msg, *got_txn, *pid, *lease;
+		size_t tl, pl, ll;
+		struct js_arr a;
+		double t0, t1;
+
+		if (hc_send(&cons, "GET", path, NULL, 0) < 0) {
+			fail.transport++;
+			failures_note(&fail, "transport", "cannot send pop", 15);
+			continue;
+		}
+		usleep((useconds_t)(20000 + rng_next(&rng) % 60001));
+		snprintf(txn, sizeof(txn), "lat-%s-%d", run_id, i);
+		body.len = 0;
+		buf_addf(&body, "{\"items\":[{\"queue\":\"%s\",\"transactionId\":\"%s\",\"payload\":",
+			 queue, txn);
+		buf_add_payload(&body, &payloads[0], (uint64_t)i);
+		buf_adds(&body, "}]}");
+		t0 = now();
+		if (hc_send(&prod, "POST", "/api/v1/push", body.p, body.len) < 0) {
+			fail.transport++;
+			failures_note(&fail, "transport", "cannot send push", 16);
+			hc_free(&cons);
+			continue;
+		}
+		if (hc_recv(&cons, &r) < 0) {
+			fail.transport++;
+			failures_note(&fail, "transport", "pop answer lost", 15);
+			hc_recv(&prod, &pr);
+			latency_drain(&prod, queue);
+			continue;
+		}
+		t1 = now();
+		/* Read the message out of the pop answer before the producer reuses its buffer. */
+		e = r.body + r.body_len;
+		msg = js_arr_open(&a, js_get(r.body, e, "messages"), e) ? js_arr_next(&a) : NULL;
+		if (r.status != 200 || !msg ||
+		    !js_str(js_get(msg, e, "transactionId"), e, &got_txn, &tl) ||
+		    tl != strlen(txn) || memcmp(got_txn, txn, tl) != 0 ||
+		    !js_str(js_get(msg, e, "partitionId"), e, &pid, &pl) ||
+		    !js_str(js_get(msg, e, "leaseId"), e, &lease, &ll)) {
+			if (r.status != 200)
+				fail_http(&fail, &r);
+			else
+				tally_add(fail.items, "wrong or missing message", 24, 1);
+			failures_note(&fail, "pop", r.body_len ? r.body : "(no body)",
+				      r.body_len ? r.body_len : 9);
+			hc_recv(&prod, &pr);
+			latency_drain(&prod, queue);
+			continue;
+		}
+		ack.len = 0;
+		buf_addf(&ack, "{\"acknowledgments\":[{\"transactionId\":\"%s\",\"partitionId\":"
+			 "\"%.*s\",\"status\":\"completed\",\"leaseId\":\"%.*s\"}]}", txn, (int)pl,
+			 pid, (int)ll, lease);
+		if (hc_recv(&prod, &pr) < 0) {
+			fail.transport++;
+			failures_note(&fail, "transport", "push answer lost", 16);
+		} else if (!push_first_queued(&pr)) {
+			tally_add(fail.items, "push not queued", 15, 1);
+			failures_note(&fail, "push", pr.body, pr.body_len);
+		}
+		samples_add(&lat, t1 - t0);
+		if (hc_call(&prod, "POST", "/api/v1/ack/batch", ack.p, ack.len, &pr) < 0 ||
+		    pr.status != 200 ||
+		    !js_arr_open(&a, pr.body, pr.body + pr.body_len) || !(msg = js_arr_next(&a)) ||
+		    !js_is(js_get(msg, pr.body + pr.body_len, "success"), pr.body + pr.body_len,
+			   "true")) {
+			tally_add(fail.items, "ack failed", 10, 1);
+			failures_note(&fail, "ack", pr.body, pr.body_len);
+			latency_drain(&prod, queue);
+		}
+	}
+	snprintf(note, sizeof(note), "[%zu samples, max %.1f ms]", lat.n,
+		 samples_pct(&lat, 100) * 1e3);
+	figure("long-poll wake p50", samples_pct(&lat, 50) * 1e3, "ms", -1, NULL);
+	figure("long-poll wake p99", samples_pct(&lat, 99) * 1e3, "ms", -1, note);
+	failures_print("long-poll wake", &fail);
+	free(lat.v);
+	buf_free(&body);
+	buf_free(&ack);
+	hc_free(&cons);
+	hc_free(&prod);
+}
+
+/* ---------------------------------------------------------------- phase: peak RSS */
+
+static void phase_rss(void)
+{
+	char path[64], line[256], note[96] = "";
+	long hwm = -1, rss = -1;
+	FILE *f;
+
+	if (opt.queend_pid <= 0) {
+		printf("queend peak RSS: skipped (no --queend-pid)\n");
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%ld/status", opt.queend_pid);
+	f = fopen(path, "r");
+	if (!f) {
+		printf("queend peak RSS: cannot read %s: %s\n", path, strerror(errno));
+		grand_failures++;
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "VmHWM: %ld kB", &hwm);
+		sscanf(line, "VmRSS: %ld kB", &rss);
+	}
+	fclose(f);
+	if (hwm < 0) {
+		printf("queend peak RSS: no VmHWM in %s\n", path);
+		return;
+	}
+	if (rss >= 0)
+		snprintf(note, sizeof(note), "[now %.1f MiB]", (double)rss / 1024);
+	figure("queend peak RSS", (double)hwm / 1024, "MiB", -1, note);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: queen-bench [options]\n"
+		"  --url URL            queend base URL (default http://127.0.0.1:6632)\n"
+		"  --pg CONNINFO        libpq conninfo of the same PostgreSQL, for the baseline\n"
+		"  --queend-pid N       read the broker's peak RSS (VmHWM) at the end\n"
+		"  --duration SECONDS   length of each baseline and push phase (default 10)\n"
+		"  --quick              small sizes for a smoke run (2 s phases, 10k pop backlog,\n"
+		"                       1000 partitions, 20 latency samples)\n"
+		"  --only LIST          phases to run, comma-separated: baseline,push,pop,latency,rss\n"
+		"  --pop-messages N     pop backlog size (default 200000)\n"
+		"  --many-partitions N  the \"many partitions\" count (default 10000)\n"
+		"  --samples N          long-poll latency samples (default 200)\n"
+		"  --pop-partitions N   send partitions=N with each pop (default: not sent, i.e. 1)\n"
+		"Exit status: 0 clean run, 1 when any failure was counted, 2 on usage/setup error.\n");
+}
+
+static void parse_url(const char *url)
+{
+	const char *p = url, *colon, *end;
+
+	if (strncmp(p, "http://", 7) == 0)
+		p += 7;
+	else if (strstr(p, "://"))
+		die("only http:// URLs are supported: %s", url);
+	end = p + strcspn(p, "/");
+	colon = memchr(p, ':', (size_t)(end - p));
+	if (!colon)
+		colon = end;
+	if (colon == p || (size_t)(colon - p) >= sizeof(opt.host))
+		die("bad --url %s", url);
+	memcpy(opt.host, p, (size_t)(colon - p));
+	opt.host[colon - p] = '\0';
+	if (colon < end) {
+		if ((size_t)(end - colon - 1) >= sizeof(opt.port) || end - colon < 2)
+			die("bad --url %s", url);
+		memcpy(opt.port, colon + 1, (size_t)(end - colon - 1));
+		opt.port[end - colon - 1] = '\0';
+	} else {
+		strcpy(opt.port, "80");
+	}
+}
+
+static bool want(const char *phase)
+{
+	const char *p = opt.only;
+	size_t n = strlen(phase);
+
+	if (!p)
+		return true;
+	while (*p) {
+		size_t k = strcspn(p, ",");
+
+		if (k == n && strncmp(p, phase, n) == 0)
+			return true;
+		p += k;
+		if (*p == ',')
+			p++;
+	}
+	return false;
+}
+
+static long parse_long(const char *s, const char *flag, long min)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (*s == '\0' || *end != '\0' || v < min)
+		die("%s wants an integer >= %ld, not \"%s\"", flag, min, s);
+	return v;
+}
+
+static void print_summary(void)
+{
+	char line[256];
+
+	printf("\n== queen-bench summary (run %s) ==\n", run_id);
+	for (int i = 0; i < nfigures; i++) {
+		figure_line(&figures[i], line, sizeof(line));
+		printf("  %s\n", line);
+	}
+	printf("  failures: %ld\n", grand_failures);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "url", required_argument, NULL, 'u' },
+		{ "pg", required_argument, NULL, 'p' },
+		{ "queend-pid", required_argument, NULL, 'P' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "quick", no_argument, NULL, 'q' },
+		{ "only", required_argument, NULL, 'o' },
+		{ "pop-messages", required_argument, NULL, 'm' },
+		{ "many-partitions", required_argument, NULL, 'n' },
+		{ "samples", required_argument, NULL, 's' },
+		{ "pop-partitions", required_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool duration_set = false, pop_set = false, many_set = false, samples_set = false;
+	int ch;
+	const char *only_names[] = { "baseline", "push", "pop", "latency", "rss" };
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'u':
+			parse_url(optarg);
+			break;
+		case 'p':
+			opt.pg = optarg;
+			break;
+		case 'P':
+			opt.queend_pid = parse_long(optarg, "--queend-pid", 1);
+			break;
+		case 'd':
+			opt.duration = strtod(optarg, NULL);
+			if (opt.duration <= 0)
+				die("--duration wants a positive number of seconds");
+			duration_set = true;
+			break;
+		case 'q':
+			opt.quick = true;
+			break;
+		case 'o':
+			opt.only = optarg;
+			break;
+		case 'm':
+			opt.pop_messages = parse_long(optarg, "--pop-messages", 1);
+			pop_set = true;
+			break;
+		case 'n':
+			opt.many_partitions = (int)parse_long(optarg, "--many-partitions", 1);
+			many_set = true;
+			break;
+		case 's':
+			opt.lat_samples = (int)parse_long(optarg, "--samples", 1);
+			samples_set = true;
+			break;
+		case 'w':
+			opt.pop_partitions = (int)parse_long(optarg, "--pop-partitions", 1);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (opt.only) {
+		const char *p = opt.only;
+
+		while (*p) {
+			size_t k = strcspn(p, ","), i;
+
+			for (i = 0; i < sizeof(only_names) / sizeof(only_names[0]); i++)
+				if (strlen(only_names[i]) == k && strncmp(p, only_names[i], k) == 0)
+					break;
+			if (i == sizeof(only_names) / sizeof(only_names[0]))
+				die("--only: unknown phase \"%.*s\" (baseline,push,pop,latency,rss)",
+				    (int)k, p);
+			p += k;
+			if (*p == ',')
+				p++;
+		}
+	}
+	if (opt.quick) {
+		if (!duration_set)
+			opt.duration = 2;
+		if (!pop_set)
+			opt.pop_messages = 10000;
+		if (!many_set)
+			opt.many_partitions = 1000;
+		if (!samples_set)
+			opt.lat_samples = 20;
+	}
+	snprintf(run_id, sizeof(run_id), "%lx%04x", (unsigned long)time(NULL),
+		 (unsigned)getpid() & 0xffff);
+	payload_init(&payloads[0], 100, "100b", 0);
+	payload_init(&payloads[1], 1024, "1k", 1);
+	resolve_target();
+
+	printf("queen-bench run %s: queend %s:%s, %.0f s per phase, partitions 10 and %d%s\n",
+	       run_id, opt.host, opt.port, opt.duration, opt.many_partitions,
+	       opt.quick ? " (quick)" : "");
+	if (want("baseline")) {
+		if (opt.pg) {
+			phase_baseline(&payloads[0]);
+			phase_baseline(&payloads[1]);
+		} else {
+			printf("baseline: skipped (no --pg)\n");
+		}
+	}
+	if (want("push") || want("pop") || want("latency"))
+		check_health();
+	if (want("push")) {
+		int parts[2] = { 10, opt.many_partitions };
+
+		for (int k = 0; k < 2; k++)
+			for (int i = 0; i < 2; i++) {
+				phase_push(PUSH_BIG_BATCH, PUSH_BIG_CONNS, &payloads[i], parts[k]);
+				phase_push(1, PUSH_SMALL_CONNS, &payloads[i], parts[k]);
+			}
+	}
+	if (want("pop")) {
+		phase_pop(10);
+		phase_pop(opt.many_partitions);
+	}
+	if (want("latency"))
+		phase_latency();
+	if (want("rss"))
+		phase_rss();
+	print_summary();
+	return grand_failures ? 1 : 0;
+}

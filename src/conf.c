@@ -1,0 +1,535 @@
+/* conf: the settings table and its overlays (defaults < file < environment < flags).
+ *
+ * Every setting is one row of conf_table; nothing else in the broker knows names, defaults or
+ * ranges. Values are parsed and range-checked while loading, so a bad value is a start-up
+ * error that names the setting, never a surprise later. */
+#include "conf.h"
+#include "log.h"
+#include "qassert.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct conf qconf;
+
+enum conf_type { CT_STR, CT_INT, CT_BOOL, CT_ENUM };
+
+struct conf_def {
+	const char *name;	/* environment name; file key; flag is derived */
+	const char *alias;	/* accepted alternative environment name */
+	enum conf_type type;
+	size_t off;
+	const char *def;
+	int64_t min, max;
+	const char *choices;	/* CT_ENUM: '|'-separated */
+	int reload;		/* 1: SIGHUP applies it; 0: needs a restart */
+	int secret;
+	const char *help;
+};
+
+#define F(field) offsetof(struct conf, field)
+
+static const struct conf_def conf_table[] = {
+	{ "HOST", NULL, CT_STR, F(host), "0.0.0.0", 0, 0, NULL, 0, 0,
+	  "address the HTTP server listens on" },
+	{ "PORT", NULL, CT_INT, F(port), "6632", 1, 65535, NULL, 0, 0,
+	  "TCP port the HTTP server listens on" },
+	{ "PG_HOST", NULL, CT_STR, F(pg_host), "localhost", 0, 0, NULL, 0, 0,
+	  "PostgreSQL host name, address or socket directory" },
+	{ "PG_PORT", NULL, CT_INT, F(pg_port), "5432", 1, 65535, NULL, 0, 0,
+	  "PostgreSQL port" },
+	{ "PG_USER", NULL, CT_STR, F(pg_user), "postgres", 0, 0, NULL, 0, 0,
+	  "PostgreSQL user" },
+	{ "PG_PASSWORD", NULL, CT_STR, F(pg_password), "postgres", 0, 0, NULL, 0, 1,
+	  "PostgreSQL password" },
+	{ "PG_DB", "PG_DATABASE", CT_STR, F(pg_db), "postgres", 0, 0, NULL, 0, 0,
+	  "PostgreSQL database" },
+	{ "PG_USE_SSL", NULL, CT_BOOL, F(pg_use_ssl), "false", 0, 0, NULL, 0, 0,
+	  "require TLS to PostgreSQL (sslmode=require)" },
+	{ "DB_POOL_SIZE", NULL, CT_INT, F(db_pool_size), "16", 1, 1000, NULL, 0, 0,
+	  "worker threads, each holding one PostgreSQL connection" },
+	{ "NUM_WORKERS", NULL, CT_INT, F(num_workers), "0", 0, 1024, NULL, 0, 0,
+	  "HTTP threads (0 = number of CPUs)" },
+	{ "QUEEN_MAX_BODY_BYTES", NULL, CT_INT, F(max_body_bytes), "67108864", 1024,
+	  INT64_C(1) << 40, NULL, 0, 0, "largest request body accepted (larger: 413)" },
+	{ "QUEEN_STMT_TIMEOUT_MS", NULL, CT_INT, F(stmt_timeout_ms), "30000", 0, 86400000, NULL,
+	  0, 0, "statement_timeout of every PostgreSQL connection, ms (0 = none)" },
+	{ "DEFAULT_TIMEOUT", NULL, CT_INT, F(default_timeout), "30000", 0, 3600000, NULL, 1, 0,
+	  "long-poll deadline when a pop sends no timeout, ms" },
+	{ "DEFAULT_SUBSCRIPTION_MODE", NULL, CT_ENUM, F(default_subscription_mode), "new", 0, 0,
+	  "new|all|new-only", 1, 0, "where a new consumer group starts when the pop says nothing" },
+	{ "QUEEN_POP_AUTOPILOT", NULL, CT_BOOL, F(pop_autopilot), "on", 0, 0, NULL, 1, 0,
+	  "honour autopilot=true on pops" },
+	{ "QUEEN_POP_AUTOPILOT_BATCH", NULL, CT_INT, F(pop_autopilot_batch), "100", 1, 10000,
+	  NULL, 1, 0, "batch chosen by pop autopilot" },
+	{ "RETENTION_INTERVAL", NULL, CT_INT, F(retention_interval), "5000", 100, 86400000, NULL,
+	  1, 0, "interval between maintenance rounds, ms" },
+	{ "RETENTION_BATCH_SIZE", NULL, CT_INT, F(retention_batch_size), "1000", 1, 1000000,
+	  NULL, 1, 0, "most segments a maintenance round deletes" },
+	{ "FILE_BUFFER_DIR", NULL, CT_STR, F(file_buffer_dir), "/var/lib/queen/buffers", 0, 0,
+	  NULL, 0, 0, "directory of the push spool" },
+	{ "QUEEN_ENCRYPTION_KEY", NULL, CT_STR, F(encryption_key), "", 0, 0, NULL, 0, 1,
+	  "payload encryption key, 64 hex characters" },
+	{ "JWT_ENABLED", NULL, CT_BOOL, F(jwt_enabled), "false", 0, 0, NULL, 0, 0,
+	  "require a bearer token (not available in this release)" },
+	{ "LOG_LEVEL", NULL, CT_ENUM, F(log_level), "info", 0, 0, "error|warn|info|debug", 1, 0,
+	  "least severe level logged" },
+	{ "QUEEN_MAX_QUEUED_JOBS", NULL, CT_INT, F(max_queued_jobs), "10000", 1, 10000000, NULL,
+	  0, 0, "jobs waiting for a worker before requests get 429" },
+	{ "QUEEN_GROUP_COMMIT_ITEMS", NULL, CT_INT, F(group_commit_items), "2000", 1, 100000,
+	  NULL, 1, 0, "most push items coalesced into one transaction" },
+	{ "QUEEN_INDEX_RESYNC_MS", NULL, CT_INT, F(index_resync_ms), "10000", 100, 86400000,
+	  NULL, 1, 0, "interval of the partition index resync from PostgreSQL, ms" },
+};
+
+#define N_DEFS (sizeof(conf_table) / sizeof(conf_table[0]))
+
+static void
+flag_name(const struct conf_def *d, char *out, size_t n)
+{
+	size_t i;
+
+	for (i = 0; d->name[i] && i + 1 < n; i++)
+		out[i] = d->name[i] == '_' ? '-' : (char)tolower((unsigned char)d->name[i]);
+	out[i] = '\0';
+}
+
+static int
+parse_bool(const char *v, int *out)
+{
+	static const char *yes[] = { "true", "1", "on", "yes" };
+	static const char *no[] = { "false", "0", "off", "no" };
+
+	for (size_t i = 0; i < ARRAY_LEN(yes); i++) {
+		if (strcasecmp(v, yes[i]) == 0) {
+			*out = 1;
+			return 0;
+		}
+		if (strcasecmp(v, no[i]) == 0) {
+			*out = 0;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int
+enum_has(const char *choices, const char *v)
+{
+	size_t n = strlen(v);
+
+	for (const char *p = choices; p && *p;) {
+		const char *bar = strchr(p, '|');
+		size_t len = bar ? (size_t)(bar - p) : strlen(p);
+
+		if (len == n && strncasecmp(p, v, n) == 0)
+			return 1;
+		p = bar ? bar + 1 : NULL;
+	}
+	return 0;
+}
+
+/* Parses v into the field of d; on error writes a message naming the setting and its source. */
+static int
+conf_set(struct conf *c, const struct conf_def *d, const char *v, const char *src,
+	 char *err, size_t errlen)
+{
+	char *field = (char *)c + d->off;
+
+	switch (d->type) {
+	case CT_STR:
+		free(*(char **)field);
+		*(char **)field = strdup(v);
+		QASSERT(*(char **)field != NULL);
+		return 0;
+	case CT_INT: {
+		char *end;
+		long long n;
+
+		errno = 0;
+		n = strtoll(v, &end, 10);
+		if (errno || end == v || *end != '\0') {
+			snprintf(err, errlen, "%s (%s): '%s' is not an integer", d->name, src, v);
+			return -1;
+		}
+		if (n < d->min || n > d->max) {
+			snprintf(err, errlen, "%s (%s): %lld is out of range [%lld, %lld]", d->name,
+				 src, n, (long long)d->min, (long long)d->max);
+			return -1;
+		}
+		*(int64_t *)field = n;
+		return 0;
+	}
+	case CT_BOOL:
+		if (parse_bool(v, (int *)field) < 0) {
+			snprintf(err, errlen, "%s (%s): '%s' is not a boolean (true/false/1/0/on/off)",
+				 d->name, src, v);
+			return -1;
+		}
+		return 0;
+	case CT_ENUM:
+		if (!enum_has(d->choices, v)) {
+			snprintf(err, errlen, "%s (%s): '%s' is not one of %s", d->name, src, v,
+				 d->choices);
+			return -1;
+		}
+		free(*(char **)field);
+		*(char **)field = strdup(v);
+		QASSERT(*(char **)field != NULL);
+		for (char *p = *(char **)field; *p; p++)
+			*p = (char)tolower((unsigned char)*p);
+		return 0;
+	}
+	return -1;
+}
+
+static const struct conf_def *
+conf_find(const char *name, size_t n)
+{
+	for (size_t i = 0; i < N_DEFS; i++) {
+		const struct conf_def *d = &conf_table[i];
+
+		if ((strlen(d->name) == n && strncasecmp(d->name, name, n) == 0) ||
+		    (d->alias && strlen(d->alias) == n && strncasecmp(d->alias, name, n) == 0))
+			return d;
+	}
+	return NULL;
+}
+
+static char *
+trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+static int
+conf_read_file(struct conf *c, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	int lineno = 0, rc = 0;
+
+	if (!f) {
+		snprintf(err, errlen, "config file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	while (rc == 0 && fgets(line, sizeof(line), f)) {
+		char *s = trim(line), *eq, *key, *val, src[64];
+		const struct conf_def *d;
+
+		lineno++;
+		if (*s == '\0' || *s == '#' || *s == ';')
+			continue;
+		eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, errlen, "config file %s:%d: expected NAME = value", path, lineno);
+			rc = -1;
+			break;
+		}
+		*eq = '\0';
+		key = trim(s);
+		val = trim(eq + 1);
+		if (strlen(val) >= 2 && (val[0] == '"' || val[0] == '\'') &&
+		    val[strlen(val) - 1] == val[0]) {
+			val[strlen(val) - 1] = '\0';
+			val++;
+		}
+		d = conf_find(key, strlen(key));
+		if (!d) {
+			snprintf(err, errlen, "config file %s:%d: unknown setting '%s'", path, lineno,
+				 key);
+			rc = -1;
+			break;
+		}
+		snprintf(src, sizeof(src), "%s:%d", path, lineno);
+		rc = conf_set(c, d, val, src, err, errlen);
+	}
+	fclose(f);
+	return rc;
+}
+
+static int
+conf_read_env(struct conf *c, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < N_DEFS; i++) {
+		const struct conf_def *d = &conf_table[i];
+		const char *v = getenv(d->name);
+
+		if (!v && d->alias)
+			v = getenv(d->alias);
+		if (v && conf_set(c, d, v, "environment", err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void
+conf_defaults(struct conf *c)
+{
+	char err[256];
+
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; i < N_DEFS; i++)
+		QASSERT(conf_set(c, &conf_table[i], conf_table[i].def, "default", err,
+				 sizeof(err)) == 0);
+}
+
+/* Checks that settings agree with each other, once all overlays are applied. */
+static int
+conf_validate(const struct conf *c, char *err, size_t errlen)
+{
+	const char *k = c->encryption_key;
+
+	if (k[0] != '\0') {
+		size_t n = strlen(k);
+		int hex = 1;
+
+		for (size_t i = 0; i < n; i++)
+			hex &= isxdigit((unsigned char)k[i]) != 0;
+		if (n != 64 || !hex) {
+			snprintf(err, errlen, "QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters");
+			return -1;
+		}
+	}
+	if (c->jwt_enabled) {
+		snprintf(err, errlen, "JWT_ENABLED: token authentication is not available in this "
+			 "release; unset it or put the broker behind an authenticating proxy");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+conf_overlay(struct conf *c, const char *file, int argc, char **argv, enum conf_action *action,
+	     char *err, size_t errlen)
+{
+	if (file) {
+		if (conf_read_file(c, file, err, errlen) < 0)
+			return -1;
+		c->config_file = strdup(file);
+	}
+	if (conf_read_env(c, err, errlen) < 0)
+		return -1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *eq;
+		char fname[64];
+		int found = 0;
+
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			*action = CONF_HELP;
+			continue;
+		}
+		if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+			*action = CONF_VERSION;
+			continue;
+		}
+		if (strcmp(a, "--check-config") == 0) {
+			*action = CONF_CHECK;
+			continue;
+		}
+		if (strcmp(a, "--print-config") == 0) {
+			*action = CONF_PRINT;
+			continue;
+		}
+		if (strncmp(a, "--config=", 9) == 0)
+			continue;
+		if (strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) {
+			i++;
+			continue;
+		}
+		eq = strchr(a, '=');
+		if (strncmp(a, "--", 2) != 0 || !eq) {
+			snprintf(err, errlen, "unknown argument '%s' (try --help)", a);
+			return -1;
+		}
+		for (size_t k = 0; k < N_DEFS; k++) {
+			flag_name(&conf_table[k], fname, sizeof(fname));
+			if (strlen(fname) == (size_t)(eq - a - 2) &&
+			    strncmp(fname, a + 2, (size_t)(eq - a - 2)) == 0) {
+				if (conf_set(c, &conf_table[k], eq + 1, "command line", err,
+					     errlen) < 0)
+					return -1;
+				found = 1;
+				break;
+			}
+		}
+		if (!found) {
+			snprintf(err, errlen, "unknown option '%.*s' (try --help)", (int)(eq - a), a);
+			return -1;
+		}
+	}
+	return conf_validate(c, err, errlen);
+}
+
+static const char *
+conf_file_arg(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strncmp(argv[i], "--config=", 9) == 0)
+			return argv[i] + 9;
+		if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) && i + 1 < argc)
+			return argv[i + 1];
+	}
+	return getenv("QUEEN_CONFIG");
+}
+
+int
+conf_load(struct conf *out, int argc, char **argv, enum conf_action *action, char *err,
+	  size_t errlen)
+{
+	*action = CONF_RUN;
+	conf_defaults(out);
+	if (conf_overlay(out, conf_file_arg(argc, argv), argc, argv, action, err, errlen) < 0) {
+		conf_free(out);
+		return -1;
+	}
+	return 0;
+}
+
+int
+conf_reload(struct conf *cur, char *err, size_t errlen)
+{
+	struct conf next;
+	enum conf_action action;
+	char argv0_buf[] = "queend", *argv0 = argv0_buf;
+
+	conf_defaults(&next);
+	if (conf_overlay(&next, cur->config_file, 1, &argv0, &action, err, errlen) < 0) {
+		conf_free(&next);
+		return -1;
+	}
+	for (size_t i = 0; i < N_DEFS; i++) {
+		const struct conf_def *d = &conf_table[i];
+		char *dst = (char *)cur + d->off, *src = (char *)&next + d->off;
+
+		if (!d->reload)
+			continue;
+		if (d->type == CT_STR || d->type == CT_ENUM) {
+			/* The old string is not freed: another thread may be reading it. The few
+			 * bytes leaked per reload are the price of no lock on the read side. */
+			*(char **)dst = *(char **)src;
+			*(char **)src = NULL;
+		} else if (d->type == CT_INT) {
+			__atomic_store_n((int64_t *)dst, *(int64_t *)src, __ATOMIC_RELAXED);
+		} else {
+			__atomic_store_n((int *)dst, *(int *)src, __ATOMIC_RELAXED);
+		}
+	}
+	conf_free(&next);
+	return 0;
+}
+
+void
+conf_free(struct conf *c)
+{
+	for (size_t i = 0; i < N_DEFS; i++) {
+		const struct conf_def *d = &conf_table[i];
+
+		if (d->type == CT_STR || d->type == CT_ENUM) {
+			free(*(char **)((char *)c + d->off));
+			*(char **)((char *)c + d->off) = NULL;
+		}
+	}
+	free(c->config_file);
+	c->config_file = NULL;
+}
+
+void
+conf_print_help(FILE *f)
+{
+	char fname[64];
+
+	fprintf(f, "Usage: queend [--config=FILE] [--NAME=VALUE ...]\n"
+		   "       queend --help | --version | --check-config | --print-config\n\n"
+		   "queend is a partitioned message queue broker whose only state is PostgreSQL.\n"
+		   "Every setting is read from its environment variable, the config file\n"
+		   "(NAME = value) or its flag; flags win over the environment, which wins over\n"
+		   "the file. Settings marked [reload] are re-read on SIGHUP.\n\n");
+	for (size_t i = 0; i < N_DEFS; i++) {
+		const struct conf_def *d = &conf_table[i];
+
+		flag_name(d, fname, sizeof(fname));
+		fprintf(f, "  --%s=VALUE, %s%s%s\n      %s (default: %s)%s\n", fname, d->name,
+			d->alias ? " or " : "", d->alias ? d->alias : "", d->help,
+			d->secret ? "unset" : (d->def[0] ? d->def : "empty"),
+			d->reload ? " [reload]" : "");
+	}
+}
+
+void
+conf_print(const struct conf *c, FILE *f)
+{
+	for (size_t i = 0; i < N_DEFS; i++) {
+		const struct conf_def *d = &conf_table[i];
+		const char *field = (const char *)c + d->off;
+
+		fprintf(f, "%s = ", d->name);
+		if (d->secret) {
+			const char *s = *(char *const *)field;
+
+			fprintf(f, "%s\n", s && *s ? "(set)" : "");
+			continue;
+		}
+		switch (d->type) {
+		case CT_STR:
+		case CT_ENUM:
+			fprintf(f, "%s\n", *(char *const *)field);
+			break;
+		case CT_INT:
+			fprintf(f, "%lld\n", (long long)*(const int64_t *)field);
+			break;
+		case CT_BOOL:
+			fprintf(f, "%s\n", *(const int *)field ? "true" : "false");
+			break;
+		}
+	}
+}
+
+/* Quotes a conninfo value: single quotes, with ' and \ escaped. */
+static void
+conninfo_add(char **buf, size_t *len, const char *key, const char *val)
+{
+	size_t need = *len + strlen(key) + 2 * strlen(val) + 5;
+
+	*buf = realloc(*buf, need + 1);
+	QASSERT(*buf != NULL);
+	*len += (size_t)sprintf(*buf + *len, "%s='", key);
+	for (const char *p = val; *p; p++) {
+		if (*p == '\'' || *p == '\\')
+			(*buf)[(*len)++] = '\\';
+		(*buf)[(*len)++] = *p;
+	}
+	(*buf)[(*len)++] = '\'';
+	(*buf)[(*len)++] = ' ';
+	(*buf)[*len] = '\0';
+}
+
+char *
+conf_conninfo(const struct conf *c)
+{
+	char *buf = NULL, port[16];
+	size_t len = 0;
+
+	snprintf(port, sizeof(port), "%lld", (long long)c->pg_port);
+	conninfo_add(&buf, &len, "host", c->pg_host);
+	conninfo_add(&buf, &len, "port", port);
+	conninfo_add(&buf, &len, "user", c->pg_user);
+	conninfo_add(&buf, &len, "password", c->pg_password);
+	conninfo_add(&buf, &len, "dbname", c->pg_db);
+	conninfo_add(&buf, &len, "sslmode", c->pg_use_ssl ? "require" : "prefer");
+	conninfo_add(&buf, &len, "application_name", "queend");
+	conninfo_add(&buf, &len, "connect_timeout", "5");
+	return buf;
+}

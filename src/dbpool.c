@@ -1,0 +1,203 @@
+/* dbpool: one libpq connection per worker, prepared statements, reconnect with backoff.
+ *
+ * Key invariant: a connection is only used by the worker that owns it, so no locking here.
+ * After any error that leaves the connection in a bad state it is closed and reopened on the
+ * next request, after the backoff. */
+#include "dbpool.h"
+#include "conf.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "qassert.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DB_MAX_OWN 1024
+
+struct dbconn {
+	int id;
+	PGconn *pg;
+	int backoff_ms;
+	int64_t next_try_ms;
+};
+
+static _Atomic int db_own_pids[DB_MAX_OWN];
+
+struct dbconn *
+db_new(int id)
+{
+	struct dbconn *c = calloc(1, sizeof(*c));
+
+	QASSERT(c != NULL);
+	c->id = id;
+	return c;
+}
+
+static void
+db_close(struct dbconn *c)
+{
+	if (c->pg)
+		PQfinish(c->pg);
+	c->pg = NULL;
+	if (c->id >= 0 && c->id < DB_MAX_OWN)
+		atomic_store(&db_own_pids[c->id], 0);
+}
+
+void
+db_free(struct dbconn *c)
+{
+	if (!c)
+		return;
+	db_close(c);
+	free(c);
+}
+
+PGconn *
+db_connect_raw(void)
+{
+	char *ci = conf_conninfo(&qconf);
+	PGconn *pg = PQconnectdb(ci);
+
+	free(ci);
+	if (PQstatus(pg) != CONNECTION_OK) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "%s", PQerrorMessage(pg));
+		msg[strcspn(msg, "\n")] = '\0';
+		log_warn("database connection failed: %s", msg);
+		PQfinish(pg);
+		return NULL;
+	}
+	return pg;
+}
+
+static int
+db_setup(struct dbconn *c)
+{
+	char sql[128];
+	PGresult *res;
+
+	snprintf(sql, sizeof(sql), "SET statement_timeout = %lld",
+		 (long long)qconf.stmt_timeout_ms);
+	res = PQexec(c->pg, sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		PQclear(res);
+		return -1;
+	}
+	PQclear(res);
+	for (int i = 0; i < SQL__COUNT; i++) {
+		const struct sql_stmt *s = sql_get((enum sql_id)i);
+
+		res = PQprepare(c->pg, s->name, s->text, s->nparams, NULL);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			log_error("cannot prepare statement %s: %s", s->name,
+				  PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+			PQclear(res);
+			return -1;
+		}
+		PQclear(res);
+	}
+	return 0;
+}
+
+enum qe
+db_ensure(struct dbconn *c)
+{
+	int64_t now = now_ms();
+
+	if (c->pg && PQstatus(c->pg) == CONNECTION_OK)
+		return QE_OK;
+	db_close(c);
+	if (now < c->next_try_ms)
+		return QE_DB;
+	c->pg = db_connect_raw();
+	if (!c->pg || db_setup(c) < 0) {
+		db_close(c);
+		c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : 100;
+		if (c->backoff_ms > 5000)
+			c->backoff_ms = 5000;
+		c->next_try_ms = now + c->backoff_ms;
+		return QE_DB;
+	}
+	c->backoff_ms = 0;
+	c->next_try_ms = 0;
+	if (c->id >= 0 && c->id < DB_MAX_OWN)
+		atomic_store(&db_own_pids[c->id], PQbackendPID(c->pg));
+	log_debug("worker %d connected to PostgreSQL", c->id);
+	return QE_OK;
+}
+
+int
+db_ok(const struct dbconn *c)
+{
+	return c->pg && PQstatus(c->pg) == CONNECTION_OK;
+}
+
+int
+db_backend_pid(const struct dbconn *c)
+{
+	return db_ok(c) ? PQbackendPID(c->pg) : 0;
+}
+
+PGconn *
+db_pg(struct dbconn *c)
+{
+	return db_ok(c) ? c->pg : NULL;
+}
+
+int
+db_is_own_backend(int pid)
+{
+	for (int i = 0; i < DB_MAX_OWN; i++)
+		if (pid != 0 && atomic_load(&db_own_pids[i]) == pid)
+			return 1;
+	return 0;
+}
+
+enum qe
+db_exec(struct dbconn *c, enum sql_id id, const char *const *params, PGresult **out)
+{
+	const struct sql_stmt *s = sql_get(id);
+	PGresult *res;
+	ExecStatusType st;
+
+	*out = NULL;
+	if (db_ensure(c) != QE_OK)
+		return QE_DB;
+	res = PQexecPrepared(c->pg, s->name, s->nparams, params, NULL, NULL, 0);
+	st = PQresultStatus(res);
+	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+		*out = res;
+		return QE_OK;
+	}
+	metrics_db_error();
+	log_warn("statement %s failed: %s (SQLSTATE %s)", s->name,
+		 res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : PQerrorMessage(c->pg),
+		 res && PQresultErrorField(res, PG_DIAG_SQLSTATE) ?
+			 PQresultErrorField(res, PG_DIAG_SQLSTATE) : "none");
+	PQclear(res);
+	if (PQstatus(c->pg) != CONNECTION_OK)
+		db_close(c);
+	else if (PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+		PQclear(PQexec(c->pg, "ROLLBACK"));
+	return QE_DB;
+}
+
+enum qe
+db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params, char **json)
+{
+	PGresult *res;
+	enum qe e = db_exec(c, id, params, &res);
+
+	*json = NULL;
+	if (e != QE_OK)
+		return e;
+	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+		*json = strdup(PQgetvalue(res, 0, 0));
+		QASSERT(*json != NULL);
+	}
+	PQclear(res);
+	return QE_OK;
+}

@@ -1,0 +1,41 @@
+/* dbpool: libpq connections, one per worker thread (never shared), plus the helpers every
+ * handler uses to run a catalogued statement in one round trip.
+ *
+ * A lost connection is reconnected lazily with exponential backoff (100 ms to 5 s); while it
+ * is down, db_exec answers QE_DB at once so requests get a 503 instead of a hang. */
+#ifndef QUEEN_DBPOOL_H
+#define QUEEN_DBPOOL_H
+
+#include "errors.h"
+#include "sqlstmt.h"
+
+#include <libpq-fe.h>
+
+struct dbconn;
+
+struct dbconn *db_new(int id);
+void db_free(struct dbconn *c);
+/* Connects (and prepares the catalogue) when the connection is down and the backoff allows. */
+enum qe db_ensure(struct dbconn *c);
+int db_ok(const struct dbconn *c);
+/* Backend pid of the connection, 0 when down. */
+int db_backend_pid(const struct dbconn *c);
+
+/* Runs catalogued statement id with text parameters (NULL = SQL NULL). On QE_OK *out holds a
+ * result with status TUPLES_OK or COMMAND_OK, which the caller clears. On error nothing is
+ * returned; the error is logged (primary message and SQLSTATE only, never parameters). */
+enum qe db_exec(struct dbconn *c, enum sql_id id, const char *const *params, PGresult **out);
+/* Same for a statement whose single row, single column is a json value: returns its text
+ * (malloc'd) or NULL in *json when the value is SQL NULL. */
+enum qe db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params, char **json);
+
+/* The libpq connection, or NULL when down (for LISTEN and PQsocket). */
+PGconn *db_pg(struct dbconn *c);
+
+/* Backend pids of every worker connection, for telling our own notifications apart. */
+int db_is_own_backend(int pid);
+
+/* One-shot connection for start-up work (migrations) and the maintenance thread. */
+PGconn *db_connect_raw(void);
+
+#endif

@@ -1,0 +1,319 @@
+/* h_ack: acknowledgements are offset commits, decided by queen_ack under the cursor row lock
+ * (the commit rule of SPEC 6). This file validates items, normalises statuses, calls the
+ * function once per request and renders one element per item, in order. */
+#include "h_ack.h"
+#include "dbpool.h"
+#include "http.h"
+#include "jsonio.h"
+#include "longpoll.h"
+#include "metrics.h"
+#include "pindex.h"
+#include "qassert.h"
+#include "uuid.h"
+#include "workers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define QUEUE_MODE "__QUEUE_MODE__"
+
+struct ack_item {
+	const char *txn, *pid, *status, *group, *lease, *error;
+	const char *fail;	/* set when the item fails before reaching SQL */
+	/* verdict */
+	int success, released, dlq, noop;
+	char *err;
+};
+
+struct ack_job {
+	size_t n;
+	struct ack_item *items;
+};
+
+static void
+ack_job_free(void *p)
+{
+	struct ack_job *j = p;
+
+	if (!j)
+		return;
+	for (size_t i = 0; i < j->n; i++)
+		free(j->items[i].err);
+	free(j->items);
+	free(j);
+}
+
+/* Maps the accepted spellings onto the four statuses queen_ack knows; NULL when unknown. */
+static const char *
+normalise_status(const char *s)
+{
+	static const struct { const char *in, *out; } map[] = {
+		{ "completed", "completed" }, { "success", "completed" }, { "acked", "completed" },
+		{ "ok", "completed" }, { "failed", "failed" }, { "retry", "retry" },
+		{ "dlq", "dlq" },
+	};
+	for (size_t i = 0; i < ARRAY_LEN(map); i++)
+		if (strcmp(s, map[i].in) == 0)
+			return map[i].out;
+	return NULL;
+}
+
+static enum qe
+parse_ack(struct req *r, json_t *o, const char *group, size_t i, struct ack_item *it)
+{
+	char err[128];
+	json_t *t, *p, *s, *g, *l, *e;
+
+	if (!json_is_object(o))
+		return req_fail(r, QE_BAD_BODY, "acknowledgments[%zu] must be an object", i);
+	if (jio_field(o, "transactionId", JIO_STRING, &t, err, sizeof(err)) < 0 ||
+	    jio_field(o, "partitionId", JIO_STRING, &p, err, sizeof(err)) < 0 ||
+	    jio_field(o, "status", JIO_STRING, &s, err, sizeof(err)) < 0 ||
+	    jio_field(o, "consumerGroup", JIO_STRING, &g, err, sizeof(err)) < 0 ||
+	    jio_field(o, "leaseId", JIO_STRING, &l, err, sizeof(err)) < 0 ||
+	    jio_field(o, "error", JIO_STRING, &e, err, sizeof(err)) < 0)
+		return req_fail(r, QE_BAD_BODY, "acknowledgments[%zu]: %s", i, err);
+	it->txn = t ? json_string_value(t) : NULL;
+	it->pid = p ? json_string_value(p) : NULL;
+	it->group = g && json_string_length(g) ? json_string_value(g) : group;
+	it->lease = l && json_string_length(l) ? json_string_value(l) : NULL;
+	it->error = e ? json_string_value(e) : NULL;
+	it->status = normalise_status(s ? json_string_value(s) : "completed");
+	if (!it->status)
+		it->fail = "invalid status: expected completed, failed, retry or dlq";
+	else if (!it->txn)
+		it->fail = "transactionId is required";
+	else if (!it->pid)
+		it->fail = "partitionId is required";
+	else if (!uuid_valid(it->pid))
+		it->fail = "partition not found";
+	else if (it->lease && !uuid_valid(it->lease))
+		it->fail = "invalid or expired lease";
+	return QE_OK;
+}
+
+enum qe
+h_ack_prepare(struct req *r)
+{
+	int batch = strstr(r->path, "/batch") != NULL;
+	json_t *arr, *g;
+	const char *group = QUEUE_MODE;
+	struct ack_job *j;
+	char err[128];
+	size_t n;
+
+	if (!json_is_object(r->json))
+		return req_fail(r, QE_BAD_BODY, "expected an object");
+	if (jio_field(r->json, "consumerGroup", JIO_STRING, &g, err, sizeof(err)) < 0)
+		return req_fail(r, QE_BAD_BODY, "%s", err);
+	if (g && json_string_length(g))
+		group = json_string_value(g);
+	arr = NULL;
+	if (batch) {
+		if (jio_field(r->json, "acknowledgments", JIO_ARRAY, &arr, err, sizeof(err)) < 0)
+			return req_fail(r, QE_BAD_BODY, "%s", err);
+		if (!arr)
+			return req_fail(r, QE_BAD_BODY, "acknowledgments must be an array");
+	}
+	n = batch ? json_array_size(arr) : 1;
+	j = calloc(1, sizeof(*j));
+	QASSERT(j != NULL);
+	j->items = calloc(n + 1, sizeof(*j->items));
+	QASSERT(j->items != NULL);
+	r->job = j;
+	r->job_free = ack_job_free;
+	for (size_t i = 0; i < n; i++) {
+		enum qe e = parse_ack(r, batch ? json_array_get(arr, i) : r->json, group, i,
+				      &j->items[i]);
+
+		if (e != QE_OK)
+			return e;
+		j->n++;
+	}
+	return QE_OK;
+}
+
+static void
+render(struct req *r, struct ack_job *j)
+{
+	struct strbuf sb;
+
+	sb_init(&sb);
+	sb_addc(&sb, '[');
+	for (size_t i = 0; i < j->n; i++) {
+		struct ack_item *it = &j->items[i];
+
+		sb_addf(&sb, "%s{\"index\":%zu,\"transactionId\":", i ? "," : "", i);
+		sb_add_jstr(&sb, it->txn);
+		sb_addf(&sb, ",\"success\":%s,\"error\":", it->success ? "true" : "false");
+		sb_add_jstr(&sb, it->fail ? it->fail : it->err);
+		sb_addf(&sb, ",\"leaseReleased\":%s,\"dlq\":%s,\"noop\":%s}",
+			it->released ? "true" : "false", it->dlq ? "true" : "false",
+			it->noop ? "true" : "false");
+	}
+	sb_addc(&sb, ']');
+	req_reply_sb(r, 200, &sb);
+}
+
+/* After a commit that hands messages out again (a nack, a released lease), wake the pops
+ * parked on those queues. */
+static void
+wake_after(PGresult *res)
+{
+	char queue[512];
+
+	for (int row = 0; row < PQntuples(res); row++) {
+		if (PQgetvalue(res, row, 3)[0] != 't')
+			continue;
+		if (pidx_queue_of(PQgetvalue(res, row, 6), queue, sizeof(queue)))
+			lp_wake(queue, NULL, NULL, 1);
+	}
+}
+
+enum qe
+h_ack_run(struct req *r, struct wk *w)
+{
+	struct ack_job *j = r->job;
+	struct strbuf sb[6];
+	const char *params[6];
+	PGresult *res;
+	size_t sent = 0;
+	uint64_t ok = 0, nack = 0, dlq = 0;
+	enum qe e = QE_OK;
+
+	for (int k = 0; k < 6; k++) {
+		sb_init(&sb[k]);
+		sb_addc(&sb[k], '{');
+	}
+	for (size_t i = 0; i < j->n; i++) {
+		struct ack_item *it = &j->items[i];
+
+		if (it->fail)
+			continue;
+		for (int k = 0; sent && k < 6; k++)
+			sb_addc(&sb[k], ',');
+		sb_add_pgelem(&sb[0], it->group);
+		sb_add_pgelem(&sb[1], it->pid);
+		sb_add_pgelem(&sb[2], it->txn);
+		sb_add_pgelem(&sb[3], it->status);
+		sb_add_pgelem(&sb[4], it->lease);
+		sb_add_pgelem(&sb[5], it->error);
+		sent++;
+	}
+	for (int k = 0; k < 6; k++) {
+		sb_addc(&sb[k], '}');
+		params[k] = sb[k].buf;
+	}
+	if (sent) {
+		e = db_exec(w->db, SQL_ACK, params, &res);
+		if (e == QE_OK) {
+			/* Rows come back with the index among the items sent to SQL. */
+			size_t *map = calloc(sent, sizeof(*map));
+
+			QASSERT(map != NULL);
+			for (size_t i = 0, s = 0; i < j->n; i++)
+				if (!j->items[i].fail)
+					map[s++] = i;
+			for (int row = 0; row < PQntuples(res); row++) {
+				size_t idx = (size_t)atol(PQgetvalue(res, row, 0));
+				struct ack_item *it;
+
+				QASSERT(idx < sent);
+				it = &j->items[map[idx]];
+				it->success = PQgetvalue(res, row, 1)[0] == 't';
+				if (!PQgetisnull(res, row, 2))
+					it->err = strdup(PQgetvalue(res, row, 2));
+				it->released = PQgetvalue(res, row, 3)[0] == 't';
+				it->dlq = PQgetvalue(res, row, 4)[0] == 't';
+				it->noop = PQgetvalue(res, row, 5)[0] == 't';
+				if (!PQgetisnull(res, row, 6) && !PQgetisnull(res, row, 7))
+					pidx_cursor(PQgetvalue(res, row, 6),
+						    pidx_group_hash(it->group),
+						    atoll(PQgetvalue(res, row, 7)),
+						    it->released ? 0 : -1);
+				if (it->success && it->status[0] == 'c')
+					ok++;
+				else if (it->success)
+					nack++;
+				dlq += it->dlq;
+			}
+			free(map);
+			wake_after(res);
+			PQclear(res);
+		}
+	}
+	for (int k = 0; k < 6; k++)
+		sb_free(&sb[k]);
+	if (e != QE_OK)
+		return req_fail(r, e, "ack not applied: database unavailable");
+	metrics_acked(ok, nack, dlq);
+	render(r, j);
+	return QE_OK;
+}
+
+struct extend_job {
+	char lease[UUID_STR_LEN];
+	int64_t seconds;
+};
+
+enum qe
+h_extend_prepare(struct req *r)
+{
+	struct extend_job *j = calloc(1, sizeof(*j));
+	json_t *s = NULL;
+	char err[128];
+
+	QASSERT(j != NULL);
+	r->job = j;
+	r->job_free = free;
+	j->seconds = 60;
+	if (r->json && !json_is_object(r->json))
+		return req_fail(r, QE_BAD_BODY, "expected an object");
+	if (r->json && jio_field(r->json, "seconds", JIO_INT, &s, err, sizeof(err)) < 0)
+		return req_fail(r, QE_BAD_BODY, "%s", err);
+	if (s) {
+		j->seconds = json_integer_value(s);
+		if (j->seconds < 1 || j->seconds > 86400 * 7)
+			return req_fail(r, QE_BAD_BODY, "seconds must be in [1, 604800]");
+	}
+	snprintf(j->lease, sizeof(j->lease), "%s", req_param(r, 0));
+	return QE_OK;
+}
+
+enum qe
+h_extend_run(struct req *r, struct wk *w)
+{
+	struct extend_job *j = r->job;
+	char secs[24];
+	const char *params[2] = { j->lease, secs };
+	PGresult *res = NULL;
+	int renewed = 0;
+	const char *at = NULL;
+	struct strbuf sb;
+	enum qe e = QE_OK;
+
+	snprintf(secs, sizeof(secs), "%lld", (long long)j->seconds);
+	if (uuid_valid(j->lease)) {
+		e = db_exec(w->db, SQL_EXTEND, params, &res);
+		if (e != QE_OK)
+			return req_fail(r, e, "lease not extended: database unavailable");
+		if (PQntuples(res) == 1) {
+			renewed = atoi(PQgetvalue(res, 0, 0));
+			at = PQgetisnull(res, 0, 1) ? NULL : PQgetvalue(res, 0, 1);
+		}
+	}
+	sb_init(&sb);
+	sb_adds(&sb, "{\"leaseId\":");
+	sb_add_jstr(&sb, j->lease);
+	sb_addf(&sb, ",\"success\":%s,\"renewed\":%d", renewed ? "true" : "false", renewed);
+	sb_adds(&sb, ",\"expiresAt\":");
+	sb_add_jstr(&sb, renewed ? at : NULL);
+	sb_adds(&sb, ",\"newExpiresAt\":");
+	sb_add_jstr(&sb, renewed ? at : NULL);
+	sb_adds(&sb, ",\"lease_expires_at\":");
+	sb_add_jstr(&sb, renewed ? at : NULL);
+	sb_addc(&sb, '}');
+	PQclear(res);
+	req_reply_sb(r, 200, &sb);
+	return QE_OK;
+}

@@ -1,0 +1,116 @@
+/* h_ops: health and metrics. Metrics come from process counters (metrics.c), the worker
+ * queue, the long-poll list and one statistics query; /metrics/prometheus renders the same
+ * snapshot in the text exposition format. */
+#include "h_ops.h"
+#include "conf.h"
+#include "dbpool.h"
+#include "http.h"
+#include "longpoll.h"
+#include "metrics.h"
+#include "workers.h"
+
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum qe
+h_health(struct req *r, struct wk *w)
+{
+	PGresult *res;
+	int ok = db_exec(w->db, SQL_PING, NULL, &res) == QE_OK;
+	struct strbuf sb;
+
+	if (ok)
+		PQclear(res);
+	sb_init(&sb);
+	sb_addf(&sb, "{\"status\":\"%s\",\"database\":\"%s\",\"version\":\"%s\","
+		"\"uptimeSeconds\":%lld}", ok ? "healthy" : "unhealthy",
+		ok ? "connected" : "disconnected", PACKAGE_VERSION,
+		(long long)metrics_uptime_s());
+	req_reply_sb(r, ok ? 200 : 503, &sb);
+	return QE_OK;
+}
+
+/* Database-side counts (queues, partitions, messages, dead letters), or "null". */
+static char *
+db_stats(struct wk *w)
+{
+	char *json = NULL;
+
+	if (db_exec_json(w->db, SQL_STATS, NULL, &json) != QE_OK || !json)
+		json = strdup("null");
+	return json;
+}
+
+enum qe
+h_metrics(struct req *r, struct wk *w)
+{
+	struct metrics_snapshot m;
+	struct strbuf sb;
+	char *stats = db_stats(w);
+
+	metrics_read(&m);
+	sb_init(&sb);
+	sb_addf(&sb, "{\"uptimeSeconds\":%lld,\"requests\":{\"total\":%llu,\"2xx\":%llu,"
+		"\"4xx\":%llu,\"5xx\":%llu},\"messages\":{\"pushed\":%llu,\"duplicates\":%llu,"
+		"\"popped\":%llu,\"acked\":%llu,\"nacked\":%llu,\"deadLettered\":%llu},"
+		"\"pushCommits\":%llu,\"pool\":{\"size\":%lld,\"queuedJobs\":%ld,"
+		"\"dbErrors\":%llu},\"longPoll\":{\"parked\":%ld,\"wakeups\":%llu},"
+		"\"spool\":{\"pendingCount\":0,\"failedCount\":0},\"database\":%s}",
+		(long long)metrics_uptime_s(), (unsigned long long)m.requests,
+		(unsigned long long)m.req_2xx, (unsigned long long)m.req_4xx,
+		(unsigned long long)m.req_5xx, (unsigned long long)m.pushed,
+		(unsigned long long)m.duplicates, (unsigned long long)m.popped,
+		(unsigned long long)m.acked, (unsigned long long)m.nacked,
+		(unsigned long long)m.dead_lettered, (unsigned long long)m.push_commits,
+		(long long)qconf.db_pool_size, wk_queued(), (unsigned long long)m.db_errors,
+		lp_parked(), (unsigned long long)m.wakeups, stats);
+	free(stats);
+	req_reply_sb(r, 200, &sb);
+	return QE_OK;
+}
+
+static void
+prom(struct strbuf *sb, const char *name, const char *type, const char *help,
+     unsigned long long v)
+{
+	sb_addf(sb, "# HELP queen_%s %s\n# TYPE queen_%s %s\nqueen_%s %llu\n", name, help, name,
+		type, name, v);
+}
+
+enum qe
+h_prometheus(struct req *r, struct wk *w)
+{
+	struct metrics_snapshot m;
+	struct strbuf sb;
+
+	metrics_read(&m);
+	sb_init(&sb);
+	prom(&sb, "uptime_seconds", "gauge", "Seconds since the broker started.",
+	     (unsigned long long)metrics_uptime_s());
+	prom(&sb, "http_requests_total", "counter", "HTTP requests answered.", m.requests);
+	prom(&sb, "http_errors_4xx_total", "counter", "Requests answered 4xx.", m.req_4xx);
+	prom(&sb, "http_errors_5xx_total", "counter", "Requests answered 5xx.", m.req_5xx);
+	prom(&sb, "messages_pushed_total", "counter", "Messages stored.", m.pushed);
+	prom(&sb, "messages_duplicate_total", "counter", "Push items refused as duplicates.",
+	     m.duplicates);
+	prom(&sb, "messages_popped_total", "counter", "Messages delivered.", m.popped);
+	prom(&sb, "messages_acked_total", "counter", "Messages acknowledged completed.", m.acked);
+	prom(&sb, "messages_nacked_total", "counter", "Acknowledgements failed, retry or dlq.",
+	     m.nacked);
+	prom(&sb, "messages_dead_lettered_total", "counter", "Messages moved to dead letters.",
+	     m.dead_lettered);
+	prom(&sb, "push_commits_total", "counter", "Push transactions (group commits).",
+	     m.push_commits);
+	prom(&sb, "db_errors_total", "counter", "Failed database statements.", m.db_errors);
+	prom(&sb, "jobs_queued", "gauge", "Requests waiting for a worker.",
+	     (unsigned long long)wk_queued());
+	prom(&sb, "pops_parked", "gauge", "Long-polls waiting for data.",
+	     (unsigned long long)lp_parked());
+	prom(&sb, "pool_size", "gauge", "Worker connections to PostgreSQL.",
+	     (unsigned long long)qconf.db_pool_size);
+	r->content_type = "text/plain; version=0.0.4";
+	req_reply_sb(r, 200, &sb);
+	return QE_OK;
+}

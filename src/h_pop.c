@@ -1,0 +1,317 @@
+/* h_pop: GET /api/v1/pop/queue/:queue[/partition/:partition] and GET /api/v1/pop.
+ *
+ * The partition index chooses the candidate partitions (and, with autopilot, how many and
+ * how large); queen_pop claims them with SKIP LOCKED and reads the messages in one round
+ * trip. When nothing is deliverable and wait=true, the request parks in longpoll.c without a
+ * connection and comes back here when woken. */
+#include "h_pop.h"
+#include "conf.h"
+#include "dbpool.h"
+#include "http.h"
+#include "jsonio.h"
+#include "longpoll.h"
+#include "metrics.h"
+#include "pindex.h"
+#include "qassert.h"
+#include "router.h"
+#include "uuid.h"
+#include "workers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define QUEUE_MODE "__QUEUE_MODE__"
+#define MAX_BATCH 10000
+#define MAX_CANDIDATES 256
+
+struct pop_job {
+	const char *queue;		/* NULL on the discovery route */
+	const char *partition;
+	const char *ns, *task;
+	const char *group;
+	int64_t batch, partitions, lease_seconds;
+	int batch_sent, partitions_sent, autopilot;
+	int wait, auto_ack, lease_given;
+	const char *sub_mode;
+	char sub_from[32];		/* ISO, or "" */
+	int64_t deadline_ms;
+	uint64_t gh;
+	int retries;
+};
+
+static enum qe
+bad(struct req *r, const char *what)
+{
+	return req_fail(r, QE_BAD_REQUEST, "%s", what);
+}
+
+static enum qe
+query_int(struct req *r, const char *key, int64_t min, int64_t max, int64_t *out, int *sent)
+{
+	const char *v = req_query(r, key);
+
+	if (sent)
+		*sent = v != NULL;
+	if (!v)
+		return QE_OK;
+	if (jio_parse_int(v, min, max, out) < 0)
+		return req_fail(r, QE_BAD_REQUEST, "%s must be an integer in [%lld, %lld]", key,
+				(long long)min, (long long)max);
+	return QE_OK;
+}
+
+static enum qe
+query_bool(struct req *r, const char *key, int *out)
+{
+	const char *v = req_query(r, key);
+
+	if (v && jio_parse_bool(v, out) < 0)
+		return req_fail(r, QE_BAD_REQUEST, "%s must be true or false", key);
+	return QE_OK;
+}
+
+enum qe
+h_pop_prepare(struct req *r)
+{
+	struct pop_job *j = calloc(1, sizeof(*j));
+	const char *v;
+	int64_t timeout = qconf.default_timeout;
+	enum qe e;
+
+	QASSERT(j != NULL);
+	r->job = j;
+	r->job_free = free;
+	if (r->nparams >= 1)
+		j->queue = req_param(r, 0);
+	if (r->nparams >= 2)
+		j->partition = req_param(r, 1);
+	j->batch = 200;
+	j->partitions = 1;
+	if ((e = query_int(r, "batch", 1, MAX_BATCH, &j->batch, &j->batch_sent)) ||
+	    (e = query_int(r, "partitions", 1, 1000, &j->partitions, &j->partitions_sent)) ||
+	    (e = query_int(r, "timeout", 0, 3600000, &timeout, NULL)) ||
+	    (e = query_int(r, "leaseSeconds", 1, 86400 * 7, &j->lease_seconds, &j->lease_given)) ||
+	    (e = query_bool(r, "wait", &j->wait)) || (e = query_bool(r, "autoAck", &j->auto_ack)) ||
+	    (e = query_bool(r, "autopilot", &j->autopilot)))
+		return e;
+	j->group = req_query(r, "consumerGroup");
+	if (!j->group || !*j->group || strcmp(j->group, "null") == 0)
+		j->group = QUEUE_MODE;
+	if (jio_has_ctl(j->group))
+		return bad(r, "consumerGroup must not hold control characters");
+	j->gh = pidx_group_hash(j->group);
+	v = req_query(r, "subscriptionMode");
+	if (!v || !*v)
+		v = qconf.default_subscription_mode;
+	if (strcmp(v, "new") == 0 || strcmp(v, "new-only") == 0)
+		j->sub_mode = "new";
+	else if (strcmp(v, "all") == 0)
+		j->sub_mode = "all";
+	else
+		return bad(r, "subscriptionMode must be new, new-only or all");
+	v = req_query(r, "subscriptionFrom");
+	if (v && *v) {
+		int64_t ms;
+
+		if (strcmp(v, "now") == 0)
+			ms = wall_ms();
+		else if (jio_parse_iso(v, &ms) < 0)
+			return bad(r, "subscriptionFrom must be 'now' or an ISO-8601 timestamp");
+		jio_format_iso(ms, j->sub_from, sizeof(j->sub_from));
+	}
+	if (!j->queue) {
+		j->ns = req_query(r, "namespace");
+		j->task = req_query(r, "task");
+		if (j->ns && !*j->ns)
+			j->ns = NULL;
+		if (j->task && !*j->task)
+			j->task = NULL;
+		if (!j->ns && !j->task) {
+			req_err_field(r, "success", json_false());
+			req_err_field(r, "messages", json_array());
+			return bad(r, "namespace or task is required");
+		}
+	}
+	if (j->autopilot && qconf.pop_autopilot) {
+		if (!j->batch_sent)
+			j->batch = qconf.pop_autopilot_batch;
+	} else {
+		j->autopilot = 0;
+	}
+	j->deadline_ms = now_ms() + timeout;
+	return QE_OK;
+}
+
+/* Autopilot width: one partition per ready partition, more when the oldest waits long;
+ * clamped to [1, 64] (SPEC 5). */
+static int64_t
+autopilot_width(int ready)
+{
+	if (ready < 1)
+		return 1;
+	return ready > 64 ? 64 : ready;
+}
+
+static void
+add_str_field(struct strbuf *sb, const char *key, const char *val)
+{
+	sb_addf(sb, ",\"%s\":", key);
+	sb_add_jstr(sb, val);
+}
+
+/* Renders the answer from queen_pop's rows and updates the index with what they tell. */
+static void
+render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, int autop_w)
+{
+	struct strbuf sb;
+	const char *lease = j->auto_ack ? "" : lease_id;
+	int rows = PQntuples(res), claimed = 0;
+	const char *last_pid = "";
+
+	for (int i = 0; i < rows; i++) {
+		if (strcmp(PQgetvalue(res, i, 0), last_pid) != 0) {
+			claimed++;
+			last_pid = PQgetvalue(res, i, 0);
+			pidx_cursor(last_pid, j->gh, atoll(PQgetvalue(res, i, 10)),
+				    j->auto_ack || PQgetisnull(res, i, 12) ? 0
+						     : atoll(PQgetvalue(res, i, 12)));
+			pidx_log_end(last_pid, atoll(PQgetvalue(res, i, 11)));
+		}
+	}
+	sb_init(&sb);
+	sb_adds(&sb, "{\"success\":true");
+	add_str_field(&sb, "queue", j->queue ? j->queue : "");
+	add_str_field(&sb, "partition", PQgetvalue(res, 0, 1));
+	add_str_field(&sb, "partitionId", PQgetvalue(res, 0, 0));
+	add_str_field(&sb, "leaseId", lease);
+	add_str_field(&sb, "consumerGroup", j->group);
+	sb_addf(&sb, ",\"partitionsClaimed\":%d,\"messages\":[", claimed);
+	for (int i = 0; i < rows; i++) {
+		sb_adds(&sb, i ? ",{\"id\":" : "{\"id\":");
+		sb_add_jstr(&sb, PQgetvalue(res, i, 4));
+		add_str_field(&sb, "transactionId", PQgetvalue(res, i, 5));
+		add_str_field(&sb, "traceId", PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6));
+		sb_adds(&sb, ",\"data\":");
+		sb_adds(&sb, PQgetisnull(res, i, 7) ? "null" : PQgetvalue(res, i, 7));
+		add_str_field(&sb, "createdAt", PQgetvalue(res, i, 8));
+		add_str_field(&sb, "partitionId", PQgetvalue(res, i, 0));
+		add_str_field(&sb, "partition", PQgetvalue(res, i, 1));
+		add_str_field(&sb, "queue", PQgetvalue(res, i, 2));
+		sb_adds(&sb, ",\"offset\":");
+		sb_adds(&sb, PQgetvalue(res, i, 3));
+		add_str_field(&sb, "leaseId", lease);
+		add_str_field(&sb, "consumerGroup", j->group);
+		sb_addf(&sb, ",\"deliveryAttempt\":%s}", PQgetvalue(res, i, 9));
+	}
+	sb_addc(&sb, ']');
+	if (j->autopilot && (!j->batch_sent || !j->partitions_sent))
+		sb_addf(&sb, ",\"autopilot\":{\"partitions\":%d,\"batch\":%lld}", autop_w,
+			(long long)j->batch);
+	sb_addc(&sb, '}');
+	metrics_popped((uint64_t)rows);
+	req_reply_sb(r, 200, &sb);
+}
+
+static enum qe
+pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *had_candidates,
+	 int64_t *recheck_wall)
+{
+	char (*cands)[UUID_STR_LEN] = NULL;
+	struct strbuf cand_sb;
+	char lease_id[UUID_STR_LEN], batch[24], width[24], lease_s[24];
+	int n = -1, ready = 0;
+	int64_t parts = j->partitions;
+	PGresult *res;
+	enum qe e;
+
+	*delivered = 0;
+	*had_candidates = 1;
+	*recheck_wall = 0;
+	sb_init(&cand_sb);
+	if (j->queue) {
+		cands = malloc(sizeof(*cands) * MAX_CANDIDATES);
+		QASSERT(cands != NULL);
+		n = pidx_candidates(j->queue, j->partition, j->gh, cands,
+				    (int)(parts * 4 > MAX_CANDIDATES ? MAX_CANDIDATES
+						 : (parts * 4 < 16 ? 16 : parts * 4)),
+				    recheck_wall, &ready);
+		if (n == 0) {
+			*had_candidates = 0;
+			free(cands);
+			return QE_OK;
+		}
+		if (n > 0) {
+			sb_addc(&cand_sb, '{');
+			for (int i = 0; i < n; i++) {
+				if (i)
+					sb_addc(&cand_sb, ',');
+				sb_adds(&cand_sb, cands[i]);
+			}
+			sb_addc(&cand_sb, '}');
+		}
+		free(cands);
+	}
+	if (j->autopilot && !j->partitions_sent)
+		parts = autopilot_width(n > 0 ? ready : 1);
+	uuid_v7(lease_id);
+	snprintf(batch, sizeof(batch), "%lld", (long long)j->batch);
+	snprintf(width, sizeof(width), "%lld", (long long)parts);
+	snprintf(lease_s, sizeof(lease_s), "%lld", (long long)j->lease_seconds);
+	const char *params[13] = {
+		j->queue, j->partition, j->ns, j->task, j->group, batch, width,
+		j->lease_given ? lease_s : NULL, j->auto_ack ? "true" : "false", j->sub_mode,
+		j->sub_from[0] ? j->sub_from : NULL, lease_id, n > 0 ? cand_sb.buf : NULL,
+	};
+	e = db_exec(w->db, SQL_POP, params, &res);
+	sb_free(&cand_sb);
+	if (e != QE_OK)
+		return req_fail(r, e, "pop failed: database unavailable");
+	if (PQntuples(res) > 0) {
+		render(r, j, res, lease_id, (int)parts);
+		*delivered = 1;
+	}
+	PQclear(res);
+	return QE_OK;
+}
+
+enum qe
+h_pop_run(struct req *r, struct wk *w)
+{
+	struct pop_job *j = r->job;
+
+	for (;;) {
+		uint64_t gen = lp_gen(j->queue);
+		int delivered, had_candidates;
+		int64_t recheck_wall;
+		enum qe e = pop_once(r, j, w, &delivered, &had_candidates, &recheck_wall);
+		struct lp_filter f;
+
+		if (e != QE_OK || delivered)
+			return e;
+		if (!j->wait || now_ms() >= j->deadline_ms)
+			break;
+		f.queue = j->queue;
+		f.ns = j->ns;
+		f.task = j->task;
+		f.group_hash = j->gh;
+		f.deadline_ms = j->deadline_ms;
+		/* Wake again by itself when a lease lapses, or when the index saw work that SQL
+		 * would not hand out (visibility delay, a stale cache): pushes cannot tell us. */
+		f.recheck_ms = 0;
+		if (recheck_wall)
+			f.recheck_ms = now_ms() + (recheck_wall - wall_ms()) + 5;
+		else if (had_candidates)
+			f.recheck_ms = now_ms() + 1000;
+		switch (lp_park(r, &f, gen)) {
+		case LP_PARKED:
+			return QE_PARKED;
+		case LP_RETRY:
+			continue;
+		case LP_REFUSED:
+			break;
+		}
+		break;
+	}
+	req_reply(r, 204, NULL, 0);
+	return QE_OK;
+}

@@ -1,0 +1,435 @@
+/* http: libmicrohttpd in internal-polling thread-pool mode with epoll and suspend/resume.
+ *
+ * Request states: NEW (headers seen, route matched) -> BODY (collecting) -> RUNNING (suspended,
+ * owned by the worker pool or the long-poll waiters) -> DONE (response ready, connection
+ * resumed; the next access call queues it). Key invariant: a RUNNING request belongs to exactly
+ * one owner, and only that owner calls http_finish, exactly once. */
+#include "http.h"
+#include "conf.h"
+#include "log.h"
+#include "metrics.h"
+#include "qassert.h"
+#include "router.h"
+#include "workers.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { ST_NEW, ST_BODY, ST_RUNNING, ST_DONE };
+
+static struct MHD_Daemon *http_daemon;
+static _Atomic uint64_t http_next_id;
+
+uint64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int64_t
+now_ms(void)
+{
+	return (int64_t)(now_us() / 1000u);
+}
+
+int64_t
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct req *
+req_new(struct MHD_Connection *conn, const char *method, const char *url)
+{
+	struct req *r = calloc(1, sizeof(*r));
+
+	QASSERT(r != NULL);
+	r->conn = conn;
+	snprintf(r->method, sizeof(r->method), "%s", method);
+	r->path = strdup(url);
+	QASSERT(r->path != NULL);
+	sb_init(&r->body);
+	r->start_us = now_us();
+	r->id = atomic_fetch_add(&http_next_id, 1) + 1;
+	return r;
+}
+
+static void
+req_free(struct req *r)
+{
+	if (!r)
+		return;
+	if (r->job_free)
+		r->job_free(r->job);
+	for (int i = 0; i < r->nparams; i++)
+		free(r->params[i]);
+	for (int i = 0; i < r->nquery; i++) {
+		free(r->qkeys[i]);
+		free(r->qvals[i]);
+	}
+	for (int i = 0; i < r->nhdr; i++) {
+		free(r->hdr_names[i]);
+		free(r->hdr_vals[i]);
+	}
+	sb_free(&r->body);
+	json_decref(r->json);
+	json_decref(r->err_extra);
+	free(r->err_msg);
+	free(r->resp);
+	free(r->path);
+	free(r);
+}
+
+const char *
+req_query(const struct req *r, const char *key)
+{
+	for (int i = 0; i < r->nquery; i++)
+		if (strcmp(r->qkeys[i], key) == 0)
+			return r->qvals[i];
+	return NULL;
+}
+
+const char *
+req_param(const struct req *r, int i)
+{
+	QASSERT(i >= 0 && i < r->nparams);
+	return r->params[i];
+}
+
+void
+req_reply(struct req *r, int status, char *body, size_t len)
+{
+	free(r->resp);
+	r->status = status;
+	r->resp = body;
+	r->resp_len = len;
+}
+
+void
+req_reply_sb(struct req *r, int status, struct strbuf *sb)
+{
+	size_t len;
+	char *body = sb_steal(sb, &len);
+
+	req_reply(r, status, body, len);
+}
+
+void
+req_reply_json(struct req *r, int status, json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	QASSERT(s != NULL);
+	json_decref(j);
+	req_reply(r, status, s, strlen(s));
+}
+
+void
+req_reply_text(struct req *r, int status, const char *s)
+{
+	char *copy = strdup(s);
+
+	QASSERT(copy != NULL);
+	req_reply(r, status, copy, strlen(copy));
+}
+
+void
+req_header(struct req *r, const char *name, const char *value)
+{
+	QASSERT(r->nhdr < REQ_MAX_HEADERS);
+	r->hdr_names[r->nhdr] = strdup(name);
+	r->hdr_vals[r->nhdr] = strdup(value);
+	QASSERT(r->hdr_names[r->nhdr] && r->hdr_vals[r->nhdr]);
+	r->nhdr++;
+}
+
+enum qe
+req_fail(struct req *r, enum qe e, const char *fmt, ...)
+{
+	va_list ap;
+	char buf[512];
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	free(r->err_msg);
+	r->err_msg = strdup(buf);
+	return e;
+}
+
+void
+req_err_field(struct req *r, const char *key, json_t *v)
+{
+	if (!r->err_extra)
+		r->err_extra = json_object();
+	json_object_set_new(r->err_extra, key, v);
+}
+
+/* Renders the error body of e from the table, the handler's message and its extra fields. */
+static void
+render_error(struct req *r, enum qe e)
+{
+	json_t *body = json_object();
+	char msg[600];
+	const char *text = r->err_msg ? r->err_msg : qe_message(e);
+
+	if (e == QE_BAD_BODY)
+		snprintf(msg, sizeof(msg), "bad body: %s", text);
+	else
+		snprintf(msg, sizeof(msg), "%s", text);
+	json_object_set_new(body, "error", json_string(msg));
+	if (r->err_extra)
+		json_object_update(body, r->err_extra);
+	if (e == QE_TOO_LARGE && !json_object_get(body, "limit"))
+		json_object_set_new(body, "limit", json_integer(qconf.max_body_bytes));
+	if (e == QE_BUSY)
+		req_header(r, "Retry-After", "1");
+	r->content_type = NULL;
+	req_reply_json(r, qe_status(e), body);
+}
+
+void
+http_finish(struct req *r, enum qe e)
+{
+	QASSERT(r->state == ST_RUNNING);
+	QASSERT(e != QE_PARKED);
+	if (e != QE_OK)
+		render_error(r, e);
+	QASSERT(r->status != 0);
+	r->state = ST_DONE;
+	MHD_resume_connection(r->conn);
+}
+
+static enum MHD_Result
+queue_reply(struct req *r)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	resp = MHD_create_response_from_buffer(r->resp_len, r->resp, MHD_RESPMEM_MUST_FREE);
+	QASSERT(resp != NULL);
+	r->resp = NULL;
+	if (r->resp_len || r->status != 204)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					r->content_type ? r->content_type : "application/json");
+	for (int i = 0; i < r->nhdr; i++)
+		MHD_add_response_header(resp, r->hdr_names[i], r->hdr_vals[i]);
+	ret = MHD_queue_response(r->conn, (unsigned)r->status, resp);
+	MHD_destroy_response(resp);
+	metrics_request(r->status, now_us() - r->start_us);
+	log_info("req=%llu %s %s -> %d %lluus", (unsigned long long)r->id, r->method, r->path,
+		 r->status, (unsigned long long)(now_us() - r->start_us));
+	return ret;
+}
+
+/* Answers right away from the MHD thread (404, 405, 400, 413, 429 ...). */
+static enum MHD_Result
+reply_now(struct req *r, enum qe e)
+{
+	render_error(r, e);
+	r->state = ST_DONE;
+	return queue_reply(r);
+}
+
+static enum MHD_Result
+collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct req *r = cls;
+
+	if (r->nquery >= REQ_MAX_QUERY || !key)
+		return MHD_YES;
+	r->qkeys[r->nquery] = strdup(key);
+	r->qvals[r->nquery] = strdup(value ? value : "");
+	QASSERT(r->qkeys[r->nquery] && r->qvals[r->nquery]);
+	r->nquery++;
+	return MHD_YES;
+}
+
+static enum MHD_Result
+start_request(struct req *r)
+{
+	char allow[64];
+	const char *cl;
+
+	switch (route_match(r->method, r->path, &r->route, r->params, &r->nparams, allow,
+			    sizeof(allow))) {
+	case ROUTE_NO_PATH:
+		return reply_now(r, QE_NOT_FOUND);
+	case ROUTE_NO_METHOD:
+		req_header(r, "Allow", allow);
+		return reply_now(r, QE_METHOD);
+	case ROUTE_FOUND:
+		break;
+	}
+	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl && strtoll(cl, NULL, 10) > qconf.max_body_bytes)
+		return reply_now(r, QE_TOO_LARGE);
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
+	r->state = ST_BODY;
+	return MHD_YES;
+}
+
+/* The body is complete: parse, prepare, and hand the request to the workers. */
+static enum MHD_Result
+submit_request(struct req *r)
+{
+	enum qe e;
+
+	if (r->route->body != BODY_NONE && r->body.len > 0) {
+		json_error_t jerr;
+
+		r->json = json_loadb(r->body.buf, r->body.len, JSON_DECODE_ANY | JSON_ALLOW_NUL,
+				     &jerr);
+		if (!r->json)
+			return reply_now(r, req_fail(r, QE_BAD_BODY, "%s at line %d column %d",
+						     jerr.text, jerr.line, jerr.column));
+	} else if (r->route->body == BODY_JSON) {
+		return reply_now(r, req_fail(r, QE_BAD_BODY, "a JSON body is required"));
+	}
+	if (r->route->prepare) {
+		e = r->route->prepare(r);
+		if (e != QE_OK)
+			return reply_now(r, e);
+	}
+	r->state = ST_RUNNING;
+	MHD_suspend_connection(r->conn);
+	e = wk_submit(r);
+	if (e != QE_OK) {
+		/* Nobody owns it yet: answer from here and resume. */
+		render_error(r, e);
+		r->state = ST_DONE;
+		MHD_resume_connection(r->conn);
+	}
+	return MHD_YES;
+}
+
+static enum MHD_Result
+access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+	  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+	struct req *r = *con_cls;
+
+	if (!r) {
+		r = req_new(conn, method, url);
+		*con_cls = r;
+		return start_request(r);
+	}
+	switch (r->state) {
+	case ST_BODY:
+		if (*upload_size) {
+			if (r->body.len + *upload_size > (size_t)qconf.max_body_bytes) {
+				*upload_size = 0;
+				return reply_now(r, QE_TOO_LARGE);
+			}
+			sb_add(&r->body, upload, *upload_size);
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		return submit_request(r);
+	case ST_DONE:
+		if (*upload_size) {
+			/* Rest of a body we already refused: drop it. */
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		return queue_reply(r);
+	default:
+		/* Spurious call while a worker owns the request: nothing to do yet. */
+		*upload_size = 0;
+		return MHD_YES;
+	}
+}
+
+static void
+completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+	     enum MHD_RequestTerminationCode toe)
+{
+	struct req *r = *con_cls;
+
+	if (!r)
+		return;
+	/* A running request cannot end here: its connection is suspended until http_finish. */
+	QASSERT(r->state != ST_RUNNING);
+	req_free(r);
+	*con_cls = NULL;
+}
+
+static void
+mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	buf[strcspn(buf, "\n")] = '\0';
+	log_warn("http: %s", buf);
+}
+
+int
+http_start(void)
+{
+	struct sockaddr_in addr;
+	unsigned threads = (unsigned)qconf.num_workers;
+
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_port = htons((uint16_t)qconf.port);
+	if (inet_pton(AF_INET, qconf.host, &addr.sin_addr) != 1) {
+		log_error("HOST: '%s' is not an IPv4 address", qconf.host);
+		return -1;
+	}
+	if (threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = n > 0 ? (unsigned)n : 2;
+	}
+	http_daemon = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+		MHD_USE_ERROR_LOG,
+		(uint16_t)qconf.port, NULL, NULL, access_cb, NULL,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+		MHD_OPTION_THREAD_POOL_SIZE, threads,
+		MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)60000,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+		MHD_OPTION_END);
+	if (!http_daemon) {
+		log_error("cannot listen on %s:%lld (address in use or not permitted)", qconf.host,
+			  (long long)qconf.port);
+		return -1;
+	}
+	log_info("listening on %s:%lld with %u HTTP threads", qconf.host, (long long)qconf.port,
+		 threads);
+	return 0;
+}
+
+void
+http_quiesce(void)
+{
+	if (http_daemon) {
+		MHD_socket s = MHD_quiesce_daemon(http_daemon);
+
+		if (s != MHD_INVALID_SOCKET)
+			close(s);
+	}
+}
+
+void
+http_stop(void)
+{
+	if (http_daemon)
+		MHD_stop_daemon(http_daemon);
+	http_daemon = NULL;
+}

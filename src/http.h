@@ -1,0 +1,98 @@
+/* http: the libmicrohttpd daemon and the life of one request.
+ *
+ * An access handler only: it matches the route, collects the body under the size limit (413),
+ * parses JSON, runs the route's prepare step (validation, 400) and hands the request to the
+ * worker pool, suspending the connection. The worker (or the long-poll machinery) sets the
+ * response and calls http_finish, which resumes the connection. Every error body is rendered
+ * here, from the table in errors.c. A request and everything hanging off it is freed in the
+ * completion callback.
+ *
+ * Thread context: http_* setup functions run in main; req_* accessors may be called from the
+ * thread that currently owns the request (an MHD thread before submission, then one worker). */
+#ifndef QUEEN_HTTP_H
+#define QUEEN_HTTP_H
+
+#include "errors.h"
+#include "strbuf.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct route;
+
+#define REQ_MAX_PARAMS 4
+#define REQ_MAX_QUERY 24
+#define REQ_MAX_HEADERS 4
+
+struct req {
+	struct MHD_Connection *conn;
+	const struct route *route;
+	char method[8];
+	char *path;
+	char *params[REQ_MAX_PARAMS];	/* decoded path parameters, in pattern order */
+	int nparams;
+	char *qkeys[REQ_MAX_QUERY];	/* query string, copied out of MHD */
+	char *qvals[REQ_MAX_QUERY];
+	int nquery;
+	struct strbuf body;
+	json_t *json;			/* parsed body, or NULL when the request had none */
+
+	void *job;			/* the handler's typed job, freed with job_free */
+	void (*job_free)(void *job);
+	size_t weight;			/* push items, for group commit sizing */
+
+	/* Response, set by the handler. */
+	int status;
+	char *resp;
+	size_t resp_len;
+	const char *content_type;
+	char *hdr_names[REQ_MAX_HEADERS];
+	char *hdr_vals[REQ_MAX_HEADERS];
+	int nhdr;
+	/* Error rendering: message override and extra machine fields. */
+	char *err_msg;
+	json_t *err_extra;
+
+	int state;
+	uint64_t start_us;
+	uint64_t id;
+	int64_t deadline_ms;		/* long-poll deadline (monotonic ms), 0 = none */
+	struct req *next;		/* job queue / waiter list link */
+	void *waiter;			/* long-poll bookkeeping owned by pindex */
+};
+
+/* Starts the daemon on qconf.host:qconf.port. Returns 0, or -1 with the reason logged. */
+int http_start(void);
+/* Stops accepting new connections (SIGTERM, first step). */
+void http_quiesce(void);
+/* Stops the daemon; every request must have been finished before. */
+void http_stop(void);
+
+/* Hands a finished request back to its connection: renders the error when e != QE_OK,
+ * then resumes the suspended connection. Called exactly once per submission. */
+void http_finish(struct req *r, enum qe e);
+
+/* Query string value, or NULL. */
+const char *req_query(const struct req *r, const char *key);
+/* Path parameter i (0-based), never NULL for a matched route. */
+const char *req_param(const struct req *r, int i);
+
+/* Response setters. The body is JSON unless a content type is set. */
+void req_reply(struct req *r, int status, char *body, size_t len);	/* takes body (malloc) */
+void req_reply_sb(struct req *r, int status, struct strbuf *sb);	/* empties sb */
+void req_reply_json(struct req *r, int status, json_t *j);		/* steals j */
+void req_reply_text(struct req *r, int status, const char *s);		/* copies s */
+void req_header(struct req *r, const char *name, const char *value);
+/* Records the message of an error and returns e, so handlers write
+ * `return req_fail(r, QE_BAD_BODY, "items must be an array");`. */
+enum qe req_fail(struct req *r, enum qe e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Adds a machine field to the error body (steals v). */
+void req_err_field(struct req *r, const char *key, json_t *v);
+
+uint64_t now_us(void);		/* monotonic */
+int64_t now_ms(void);		/* monotonic */
+int64_t wall_ms(void);		/* unix time */
+
+#endif

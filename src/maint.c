@@ -1,0 +1,172 @@
+/* maint: LISTEN/NOTIFY and index resync. Notifications from this broker's own workers are
+ * skipped (they were applied when the push committed); a notification naming a partition
+ * the index does not know triggers an early resync. */
+#include "maint.h"
+#include "conf.h"
+#include "dbpool.h"
+#include "http.h"
+#include "log.h"
+#include "longpoll.h"
+#include "pindex.h"
+#include "qassert.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_t maint_thread;
+static _Atomic int maint_exit;
+static struct dbconn *maint_db;
+static int maint_listening;
+
+/* Reloads every partition and cursor; returns how many partitions advanced, or -1. */
+static int
+resync(struct dbconn *db)
+{
+	PGresult *res;
+	int advanced = 0;
+
+	if (db_exec(db, SQL_INDEX_SNAPSHOT, NULL, &res) != QE_OK)
+		return -1;
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *pid = PQgetvalue(res, i, 4);
+		int64_t end = atoll(PQgetvalue(res, i, 6));
+
+		if (pidx_log_end(pid, end) != 1)
+			advanced++;
+		pidx_learn(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+			   PQgetvalue(res, i, 3), pid, PQgetvalue(res, i, 5), end);
+		if (!PQgetisnull(res, i, 7))
+			pidx_cursor(pid, pidx_group_hash(PQgetvalue(res, i, 7)),
+				    atoll(PQgetvalue(res, i, 8)),
+				    PQgetisnull(res, i, 9) ? 0 : atoll(PQgetvalue(res, i, 9)));
+	}
+	PQclear(res);
+	return advanced;
+}
+
+/* Applies one notification payload "pid:log_end,..." or "*". Returns 1 when a resync is
+ * needed. */
+static int
+apply_notify(const char *payload)
+{
+	char *copy, *save = NULL;
+	int need_resync = 0;
+
+	if (strcmp(payload, "*") == 0)
+		return 1;
+	copy = strdup(payload);
+	QASSERT(copy != NULL);
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(tok, ':'), queue[512];
+
+		if (!colon)
+			continue;
+		*colon = '\0';
+		if (!pidx_log_end(tok, atoll(colon + 1))) {
+			need_resync = 1;
+			continue;
+		}
+		if (pidx_queue_of(tok, queue, sizeof(queue))) {
+			char ns[256], task[256];
+			int have = pidx_queue_labels(queue, ns, sizeof(ns), task, sizeof(task));
+
+			lp_wake(queue, have ? ns : NULL, have ? task : NULL, 1);
+		}
+	}
+	free(copy);
+	return need_resync;
+}
+
+static void
+ensure_listening(void)
+{
+	PGresult *res;
+
+	if (db_ensure(maint_db) != QE_OK) {
+		maint_listening = 0;
+		return;
+	}
+	if (maint_listening && db_pg(maint_db))
+		return;
+	if (db_exec(maint_db, SQL_LISTEN, NULL, &res) == QE_OK) {
+		PQclear(res);
+		maint_listening = 1;
+		/* Anything committed while we were not listening is found by a resync. */
+		if (resync(maint_db) > 0)
+			lp_wake_all();
+	}
+}
+
+static void *
+maint_main(void *arg)
+{
+	int64_t next_resync = now_ms() + qconf.index_resync_ms;
+
+	pidx_thread_online();
+	while (!atomic_load(&maint_exit)) {
+		PGconn *pg;
+		struct pollfd pfd;
+		int need_resync = 0;
+		PGnotify *n;
+
+		ensure_listening();
+		pg = db_pg(maint_db);
+		if (!pg) {
+			maint_listening = 0;
+			poll(NULL, 0, 200);
+			continue;
+		}
+		pfd.fd = PQsocket(pg);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		poll(&pfd, 1, 200);
+		if (pfd.revents && !PQconsumeInput(pg)) {
+			maint_listening = 0;
+			continue;
+		}
+		while ((n = PQnotifies(pg)) != NULL) {
+			if (!db_is_own_backend(n->be_pid))
+				need_resync |= apply_notify(n->extra);
+			PQfreemem(n);
+		}
+		if (need_resync || now_ms() >= next_resync) {
+			if (resync(maint_db) > 0)
+				lp_wake_all();
+			next_resync = now_ms() + qconf.index_resync_ms;
+		}
+	}
+	pidx_thread_offline();
+	return NULL;
+}
+
+int
+maint_initial_sync(void)
+{
+	int rc;
+
+	maint_db = db_new(-1);
+	rc = resync(maint_db) < 0 ? -1 : 0;
+	return rc;
+}
+
+int
+maint_start(void)
+{
+	if (pthread_create(&maint_thread, NULL, maint_main, NULL) != 0) {
+		log_error("cannot start the maintenance thread");
+		return -1;
+	}
+	return 0;
+}
+
+void
+maint_stop(void)
+{
+	atomic_store(&maint_exit, 1);
+	pthread_join(maint_thread, NULL);
+	db_free(maint_db);
+	maint_db = NULL;
+}

@@ -1,0 +1,553 @@
+/* pindex: three rculfhash tables (queues by name, partitions by (queue, name), partitions by
+ * id) over nodes that are only ever added or, on queue delete, removed and freed after a
+ * grace period with call_rcu. A queue's partition list is an immutable array published with
+ * rcu_assign_pointer and replaced (copy, append, publish) under the queue's mutex by writers.
+ * Counters in a node are atomics, so readers need no lock. Names are hashed with a keyed
+ * SipHash so clients cannot aim collisions at a bucket. */
+#include "pindex.h"
+#include "qassert.h"
+#include "siphash.h"
+
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <urcu/urcu-memb.h>
+#include <urcu/rculfhash.h>
+
+struct gslot {
+	_Atomic uint64_t gh;
+	_Atomic int64_t committed;
+	_Atomic int64_t lease_until;
+};
+
+struct pq_queue;
+
+struct pq_part {
+	struct cds_lfht_node by_name;
+	struct cds_lfht_node by_id;
+	struct rcu_head rcu;
+	char id[UUID_STR_LEN];
+	char *name;
+	struct pq_queue *q;
+	_Atomic int64_t log_end;
+	struct gslot slots[PIDX_GROUP_SLOTS];
+};
+
+struct pq_parts {
+	struct rcu_head rcu;
+	size_t n;
+	struct pq_part *p[];
+};
+
+struct pq_queue {
+	struct cds_lfht_node node;
+	struct rcu_head rcu;
+	char id[UUID_STR_LEN];
+	char *name;
+	char *ns;
+	char *task;
+	struct pq_parts *parts;		/* RCU-published */
+	pthread_mutex_t mu;		/* serialises writers of parts */
+	_Atomic unsigned rotor;
+	int dead;
+};
+
+static struct cds_lfht *ht_queues, *ht_parts, *ht_ids;
+static pthread_mutex_t pidx_write_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t pidx_key[16];
+
+static uint64_t
+hash_str(const char *s)
+{
+	return siphash24(pidx_key, s, strlen(s));
+}
+
+static uint64_t
+hash_pair(const char *a, const char *b)
+{
+	uint64_t h = siphash24(pidx_key, a, strlen(a) + 1);
+
+	return h ^ (siphash24(pidx_key, b, strlen(b)) * 0x9e3779b97f4a7c15ULL);
+}
+
+uint64_t
+pidx_group_hash(const char *group)
+{
+	uint64_t h = hash_str(group);
+
+	return h ? h : 1;
+}
+
+static int64_t
+wall_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+pidx_init(void)
+{
+	QASSERT(RAND_bytes(pidx_key, sizeof(pidx_key)) == 1);
+	ht_queues = cds_lfht_new_flavor(64, 64, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
+					&urcu_memb_flavor, NULL);
+	ht_parts = cds_lfht_new_flavor(1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
+				       &urcu_memb_flavor, NULL);
+	ht_ids = cds_lfht_new_flavor(1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
+				     &urcu_memb_flavor, NULL);
+	QASSERT(ht_queues && ht_parts && ht_ids);
+}
+
+void
+pidx_thread_online(void)
+{
+	urcu_memb_register_thread();
+}
+
+void
+pidx_thread_offline(void)
+{
+	urcu_memb_unregister_thread();
+}
+
+static void
+free_part(struct pq_part *p)
+{
+	free(p->name);
+	free(p);
+}
+
+static void
+free_queue(struct pq_queue *q)
+{
+	free(q->parts);
+	free(q->name);
+	free(q->ns);
+	free(q->task);
+	pthread_mutex_destroy(&q->mu);
+	free(q);
+}
+
+static void
+free_part_rcu(struct rcu_head *h)
+{
+	free_part(caa_container_of(h, struct pq_part, rcu));
+}
+
+static void
+free_queue_rcu(struct rcu_head *h)
+{
+	free_queue(caa_container_of(h, struct pq_queue, rcu));
+}
+
+static void
+free_parts_rcu(struct rcu_head *h)
+{
+	free(caa_container_of(h, struct pq_parts, rcu));
+}
+
+/* Tears everything down; called once at exit with no reader left. */
+void
+pidx_destroy(void)
+{
+	struct cds_lfht_iter it;
+	struct pq_part *p;
+	struct pq_queue *q;
+
+	urcu_memb_barrier();
+	cds_lfht_for_each_entry(ht_ids, &it, p, by_id) {
+		cds_lfht_del(ht_ids, &p->by_id);
+		cds_lfht_del(ht_parts, &p->by_name);
+		free_part(p);
+	}
+	cds_lfht_for_each_entry(ht_queues, &it, q, node) {
+		cds_lfht_del(ht_queues, &q->node);
+		free_queue(q);
+	}
+	cds_lfht_destroy(ht_ids, NULL);
+	cds_lfht_destroy(ht_parts, NULL);
+	cds_lfht_destroy(ht_queues, NULL);
+}
+
+static int
+match_queue(struct cds_lfht_node *node, const void *key)
+{
+	return strcmp(caa_container_of(node, struct pq_queue, node)->name, key) == 0;
+}
+
+struct pkey {
+	const char *queue;
+	const char *name;
+};
+
+static int
+match_part(struct cds_lfht_node *node, const void *key)
+{
+	const struct pq_part *p = caa_container_of(node, struct pq_part, by_name);
+	const struct pkey *k = key;
+
+	return strcmp(p->name, k->name) == 0 && strcmp(p->q->name, k->queue) == 0;
+}
+
+static int
+match_id(struct cds_lfht_node *node, const void *key)
+{
+	return strcmp(caa_container_of(node, struct pq_part, by_id)->id, key) == 0;
+}
+
+/* Read side only. */
+static struct pq_queue *
+find_queue(const char *name)
+{
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+
+	cds_lfht_lookup(ht_queues, hash_str(name), match_queue, name, &it);
+	n = cds_lfht_iter_get_node(&it);
+	return n ? caa_container_of(n, struct pq_queue, node) : NULL;
+}
+
+static struct pq_part *
+find_part(const char *queue, const char *name)
+{
+	struct pkey k = { queue, name };
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+
+	cds_lfht_lookup(ht_parts, hash_pair(queue, name), match_part, &k, &it);
+	n = cds_lfht_iter_get_node(&it);
+	return n ? caa_container_of(n, struct pq_part, by_name) : NULL;
+}
+
+static struct pq_part *
+find_id(const char *id)
+{
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+
+	cds_lfht_lookup(ht_ids, hash_str(id), match_id, id, &it);
+	n = cds_lfht_iter_get_node(&it);
+	return n ? caa_container_of(n, struct pq_part, by_id) : NULL;
+}
+
+int
+pidx_lookup(const char *queue, const char *partition, char id[UUID_STR_LEN])
+{
+	struct pq_part *p;
+	int found = 0;
+
+	urcu_memb_read_lock();
+	p = find_part(queue, partition);
+	if (p) {
+		memcpy(id, p->id, UUID_STR_LEN);
+		found = 1;
+	}
+	urcu_memb_read_unlock();
+	return found;
+}
+
+/* Raises *v to n; 1 when it moved. */
+static int
+atomic_max(_Atomic int64_t *v, int64_t n)
+{
+	int64_t cur = atomic_load(v);
+
+	while (n > cur) {
+		if (atomic_compare_exchange_weak(v, &cur, n))
+			return 1;
+	}
+	return 0;
+}
+
+static char *
+xstrdup(const char *s)
+{
+	char *d = strdup(s ? s : "");
+
+	QASSERT(d != NULL);
+	return d;
+}
+
+/* Splits "a.b.c" into namespace "a" and task "b" (SPEC 4). */
+static void
+derive_labels(const char *name, char **ns, char **task)
+{
+	const char *dot = strchr(name, '.');
+	const char *dot2 = dot ? strchr(dot + 1, '.') : NULL;
+
+	*ns = dot ? strndup(name, (size_t)(dot - name)) : xstrdup("");
+	*task = dot ? (dot2 ? strndup(dot + 1, (size_t)(dot2 - dot - 1)) : xstrdup(dot + 1))
+		    : xstrdup("");
+	QASSERT(*ns && *task);
+}
+
+/* Returns the queue node, creating it. Called under pidx_write_mu and a read-side section. */
+static struct pq_queue *
+get_queue(const char *queue_id, const char *name, const char *ns, const char *task)
+{
+	struct pq_queue *q = find_queue(name);
+
+	if (q) {
+		if (queue_id && strcmp(q->id, queue_id) != 0)
+			snprintf(q->id, sizeof(q->id), "%s", queue_id);
+		return q;
+	}
+	q = calloc(1, sizeof(*q));
+	QASSERT(q != NULL);
+	snprintf(q->id, sizeof(q->id), "%s", queue_id ? queue_id : "");
+	q->name = xstrdup(name);
+	if (ns && task) {
+		q->ns = xstrdup(ns);
+		q->task = xstrdup(task);
+	} else {
+		derive_labels(name, &q->ns, &q->task);
+	}
+	pthread_mutex_init(&q->mu, NULL);
+	q->parts = calloc(1, sizeof(struct pq_parts));
+	QASSERT(q->parts != NULL);
+	cds_lfht_add(ht_queues, hash_str(name), &q->node);
+	return q;
+}
+
+void
+pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *task,
+	   const char *pid, const char *partition, int64_t log_end)
+{
+	struct pq_part *p;
+
+	urcu_memb_read_lock();
+	p = find_id(pid);
+	if (p) {
+		atomic_max(&p->log_end, log_end);
+		urcu_memb_read_unlock();
+		return;
+	}
+	urcu_memb_read_unlock();
+
+	pthread_mutex_lock(&pidx_write_mu);
+	urcu_memb_read_lock();
+	p = find_id(pid);
+	if (!p) {
+		struct pq_queue *q = get_queue(queue_id, queue, ns, task);
+		struct pq_parts *old = q->parts, *grown;
+
+		p = calloc(1, sizeof(*p));
+		QASSERT(p != NULL);
+		snprintf(p->id, sizeof(p->id), "%s", pid);
+		p->name = xstrdup(partition);
+		p->q = q;
+		atomic_store(&p->log_end, log_end);
+		for (int i = 0; i < PIDX_GROUP_SLOTS; i++)
+			atomic_store(&p->slots[i].committed, -1);
+		cds_lfht_add(ht_ids, hash_str(pid), &p->by_id);
+		cds_lfht_add(ht_parts, hash_pair(queue, partition), &p->by_name);
+		grown = malloc(sizeof(*grown) + (old->n + 1) * sizeof(grown->p[0]));
+		QASSERT(grown != NULL);
+		grown->n = old->n + 1;
+		memcpy(grown->p, old->p, old->n * sizeof(old->p[0]));
+		grown->p[old->n] = p;
+		rcu_assign_pointer(q->parts, grown);
+		urcu_memb_call_rcu(&old->rcu, free_parts_rcu);
+	} else {
+		atomic_max(&p->log_end, log_end);
+	}
+	if (ns && task) {
+		struct pq_queue *q = p->q;
+
+		/* Labels change only by configure; keep the old strings for readers (leak-free:
+		 * they are replaced under the write lock and freed after a grace period). */
+		if (strcmp(q->ns, ns) != 0 || strcmp(q->task, task) != 0) {
+			char *ons = q->ns, *otask = q->task;
+
+			rcu_assign_pointer(q->ns, xstrdup(ns));
+			rcu_assign_pointer(q->task, xstrdup(task));
+			urcu_memb_read_unlock();
+			urcu_memb_synchronize_rcu();
+			free(ons);
+			free(otask);
+			pthread_mutex_unlock(&pidx_write_mu);
+			return;
+		}
+	}
+	urcu_memb_read_unlock();
+	pthread_mutex_unlock(&pidx_write_mu);
+}
+
+int
+pidx_log_end(const char *pid, int64_t log_end)
+{
+	struct pq_part *p;
+	int rc = 0;
+
+	urcu_memb_read_lock();
+	p = find_id(pid);
+	if (p)
+		rc = atomic_max(&p->log_end, log_end) ? 2 : 1;
+	urcu_memb_read_unlock();
+	return rc;
+}
+
+static struct gslot *
+find_slot(struct pq_part *p, uint64_t gh, int claim)
+{
+	for (int i = 0; i < PIDX_GROUP_SLOTS; i++)
+		if (atomic_load(&p->slots[i].gh) == gh)
+			return &p->slots[i];
+	if (!claim)
+		return NULL;
+	for (int i = 0; i < PIDX_GROUP_SLOTS; i++) {
+		uint64_t zero = 0;
+
+		if (atomic_compare_exchange_strong(&p->slots[i].gh, &zero, gh))
+			return &p->slots[i];
+		if (zero == gh)
+			return &p->slots[i];
+	}
+	return NULL;
+}
+
+void
+pidx_cursor(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until)
+{
+	struct pq_part *p;
+	struct gslot *s;
+
+	urcu_memb_read_lock();
+	p = find_id(pid);
+	s = p ? find_slot(p, gh, 1) : NULL;
+	if (s) {
+		atomic_store(&s->committed, committed);
+		if (lease_until >= 0)
+			atomic_store(&s->lease_until, lease_until);
+	}
+	urcu_memb_read_unlock();
+}
+
+int
+pidx_queue_of(const char *pid, char *queue, size_t len)
+{
+	struct pq_part *p;
+
+	urcu_memb_read_lock();
+	p = find_id(pid);
+	if (p)
+		snprintf(queue, len, "%s", p->q->name);
+	urcu_memb_read_unlock();
+	return p != NULL;
+}
+
+int
+pidx_queue_labels(const char *queue, char *ns, size_t nslen, char *task, size_t tasklen)
+{
+	struct pq_queue *q;
+	int found = 0;
+
+	urcu_memb_read_lock();
+	q = find_queue(queue);
+	if (q) {
+		snprintf(ns, nslen, "%s", rcu_dereference(q->ns));
+		snprintf(task, tasklen, "%s", rcu_dereference(q->task));
+		found = 1;
+	}
+	urcu_memb_read_unlock();
+	return found;
+}
+
+void
+pidx_forget_queue(const char *queue)
+{
+	struct pq_queue *q;
+
+	pthread_mutex_lock(&pidx_write_mu);
+	urcu_memb_read_lock();
+	q = find_queue(queue);
+	if (q) {
+		struct pq_parts *parts = q->parts;
+
+		for (size_t i = 0; i < parts->n; i++) {
+			cds_lfht_del(ht_ids, &parts->p[i]->by_id);
+			cds_lfht_del(ht_parts, &parts->p[i]->by_name);
+			urcu_memb_call_rcu(&parts->p[i]->rcu, free_part_rcu);
+		}
+		cds_lfht_del(ht_queues, &q->node);
+		urcu_memb_call_rcu(&q->rcu, free_queue_rcu);
+	}
+	urcu_memb_read_unlock();
+	pthread_mutex_unlock(&pidx_write_mu);
+}
+
+/* 1 when the group has something to read on p as last seen; sets *lease_block when only a
+ * live lease stands in the way. */
+static int
+has_work(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block)
+{
+	int64_t end = atomic_load(&p->log_end);
+	struct gslot *s = find_slot(p, gh, 0);
+	int64_t until;
+
+	*lease_block = 0;
+	if (end < 0)
+		return 0;
+	if (!s)
+		return 1;	/* never seen this group here: let SQL decide */
+	if (atomic_load(&s->committed) >= end)
+		return 0;
+	until = atomic_load(&s->lease_until);
+	if (until > now) {
+		*lease_block = until;
+		return 0;
+	}
+	return 1;
+}
+
+int
+pidx_candidates(const char *queue, const char *partition, uint64_t gh,
+		char (*ids)[UUID_STR_LEN], int max, int64_t *recheck, int *ready)
+{
+	int64_t now = wall_now_ms(), block;
+	int n = 0;
+
+	*recheck = 0;
+	*ready = 0;
+	urcu_memb_read_lock();
+	if (partition) {
+		struct pq_part *p = find_part(queue, partition);
+
+		if (!p) {
+			n = -1;
+		} else if (has_work(p, gh, now, &block)) {
+			memcpy(ids[n++], p->id, UUID_STR_LEN);
+			*ready = 1;
+		} else {
+			*recheck = block;
+		}
+	} else {
+		struct pq_queue *q = find_queue(queue);
+		struct pq_parts *parts = q ? rcu_dereference(q->parts) : NULL;
+
+		if (!q || parts->n == 0) {
+			n = -1;
+		} else {
+			size_t start = atomic_fetch_add(&q->rotor, 1) % parts->n;
+
+			for (size_t i = 0; i < parts->n; i++) {
+				struct pq_part *p = parts->p[(start + i) % parts->n];
+
+				if (has_work(p, gh, now, &block)) {
+					(*ready)++;
+					if (n < max)
+						memcpy(ids[n++], p->id, UUID_STR_LEN);
+				} else if (block && (*recheck == 0 || block < *recheck)) {
+					*recheck = block;
+				}
+			}
+		}
+	}
+	urcu_memb_read_unlock();
+	return n;
+}

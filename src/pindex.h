@@ -1,0 +1,58 @@
+/* pindex: the RCU partition index, a cache of PostgreSQL (never the truth).
+ *
+ * Per queue: id, namespace, task and its partitions; per partition: id, last offset (log end)
+ * and, for up to PIDX_GROUP_SLOTS consumer groups, the committed offset and lease expiry as
+ * last seen. It resolves names to ids without a query, chooses which partitions a pop should
+ * try (and how many: pop autopilot), and tells when a parked pop has nothing to wait for.
+ * Every claim is still decided by SQL under a row lock, so a stale entry costs a wasted try
+ * or a late wakeup, never a wrong delivery; LISTEN/NOTIFY and a periodic resync repair it.
+ *
+ * Thread context: any thread that calls the lookup or update functions must have called
+ * pidx_thread_online (workers and the maintenance thread do). Readers never lock. */
+#ifndef QUEEN_PINDEX_H
+#define QUEEN_PINDEX_H
+
+#include "uuid.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PIDX_GROUP_SLOTS 4
+
+void pidx_init(void);
+void pidx_destroy(void);
+void pidx_thread_online(void);
+void pidx_thread_offline(void);
+
+/* Keyed hash of a consumer group name (0 is never returned). */
+uint64_t pidx_group_hash(const char *group);
+
+/* 1 and the partition id when (queue, partition) is known, else 0. */
+int pidx_lookup(const char *queue, const char *partition, char id[UUID_STR_LEN]);
+/* Records a partition seen in PostgreSQL (push result, snapshot, notification). ns and task
+ * may be NULL when unknown (kept, or derived from the name for a new queue). log_end only
+ * grows. */
+void pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *task,
+		const char *pid, const char *partition, int64_t log_end);
+/* Records a partition's log end by id (notification from another broker). 0 when the
+ * partition is unknown, 1 when known and unchanged, 2 when it advanced. */
+int pidx_log_end(const char *pid, int64_t log_end);
+/* Records a group's cursor on a partition: committed offset and lease expiry (wall ms, 0 =
+ * none, -1 = unchanged). */
+void pidx_cursor(const char *pid, uint64_t group_hash, int64_t committed, int64_t lease_until);
+/* Name of the queue a known partition belongs to; 0 when unknown. */
+int pidx_queue_of(const char *pid, char *queue, size_t len);
+/* Namespace and task of a known queue (copied into the buffers); 0 when unknown. */
+int pidx_queue_labels(const char *queue, char *ns, size_t nslen, char *task, size_t tasklen);
+void pidx_forget_queue(const char *queue);
+
+/* Pop candidates for (queue, partition or NULL, group): partitions whose log end is past the
+ * group's committed offset and whose lease has lapsed, as last seen, in rotating order.
+ * Returns their number (up to max), or -1 when the queue (or named partition) is unknown to
+ * the index and SQL must look for itself. *recheck is set to the earliest wall time (ms) at
+ * which a partition skipped for its lease becomes claimable, or 0. *ready counts every
+ * partition with work (not only the max returned), for autopilot. */
+int pidx_candidates(const char *queue, const char *partition, uint64_t group_hash,
+		    char (*ids)[UUID_STR_LEN], int max, int64_t *recheck, int *ready);
+
+#endif

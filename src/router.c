@@ -1,0 +1,125 @@
+/* router: the route table of SPEC section 3 and the matcher.
+ *
+ * Matching walks the table once; a path that matches some pattern with another method
+ * collects the methods for the Allow header of a 405. Parameters are percent-decoded. */
+#include "router.h"
+#include "h_ack.h"
+#include "h_dlq.h"
+#include "h_ops.h"
+#include "h_pop.h"
+#include "h_push.h"
+#include "h_queue.h"
+#include "http.h"
+#include "qassert.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const struct route routes[] = {
+	{ "POST", "/api/v1/push", BODY_JSON, h_push_prepare, h_push_run, h_push_run_many },
+	{ "GET", "/api/v1/pop/queue/:queue", BODY_NONE, h_pop_prepare, h_pop_run, NULL },
+	{ "GET", "/api/v1/pop/queue/:queue/partition/:partition", BODY_NONE, h_pop_prepare,
+	  h_pop_run, NULL },
+	{ "GET", "/api/v1/pop", BODY_NONE, h_pop_prepare, h_pop_run, NULL },
+	{ "POST", "/api/v1/ack", BODY_JSON, h_ack_prepare, h_ack_run, NULL },
+	{ "POST", "/api/v1/ack/batch", BODY_JSON, h_ack_prepare, h_ack_run, NULL },
+	{ "POST", "/api/v1/lease/:leaseId/extend", BODY_JSON_OPTIONAL, h_extend_prepare,
+	  h_extend_run, NULL },
+	{ "POST", "/api/v1/configure", BODY_JSON, h_configure_prepare, h_configure_run, NULL },
+	{ "GET", "/api/v1/resources/queues/:queue", BODY_NONE, NULL, h_queue_get, NULL },
+	{ "DELETE", "/api/v1/resources/queues/:queue", BODY_NONE, NULL, h_queue_delete, NULL },
+	{ "GET", "/api/v1/resources/queues/:queue/depth", BODY_NONE, NULL, h_queue_depth, NULL },
+	{ "GET", "/api/v1/dlq", BODY_NONE, NULL, h_dlq_list, NULL },
+	{ "GET", "/health", BODY_NONE, NULL, h_health, NULL },
+	{ "GET", "/metrics", BODY_NONE, NULL, h_metrics, NULL },
+	{ "GET", "/metrics/prometheus", BODY_NONE, NULL, h_prometheus, NULL },
+};
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static char *
+decode(const char *s, size_t n)
+{
+	char *out = malloc(n + 1), *o = out;
+
+	QASSERT(out != NULL);
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+			*o++ = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+			i += 2;
+		} else {
+			*o++ = s[i];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Matches path against pattern; on success stores the parameter spans. */
+static int
+match_pattern(const char *pat, const char *path, const char **ps, size_t *pl, int *np)
+{
+	*np = 0;
+	while (*pat && *path) {
+		if (*pat == ':' || *pat == '*') {
+			int rest = *pat == '*';
+			const char *end = rest ? path + strlen(path) : path + strcspn(path, "/");
+
+			if (end == path || *np >= REQ_MAX_PARAMS)
+				return 0;
+			ps[*np] = path;
+			pl[*np] = (size_t)(end - path);
+			(*np)++;
+			pat += strcspn(pat, "/");
+			path = end;
+			continue;
+		}
+		if (*pat != *path)
+			return 0;
+		pat++;
+		path++;
+	}
+	return *pat == '\0' && *path == '\0';
+}
+
+enum route_match_result
+route_match(const char *method, const char *path, const struct route **out, char **params,
+	    int *nparams, char *allow, size_t allowlen)
+{
+	const char *ps[REQ_MAX_PARAMS];
+	size_t pl[REQ_MAX_PARAMS];
+	int np, path_seen = 0;
+
+	allow[0] = '\0';
+	for (size_t i = 0; i < ARRAY_LEN(routes); i++) {
+		const struct route *rt = &routes[i];
+
+		if (!match_pattern(rt->pattern, path, ps, pl, &np))
+			continue;
+		if (strcmp(rt->method, method) == 0 ||
+		    (strcmp(method, "HEAD") == 0 && strcmp(rt->method, "GET") == 0)) {
+			for (int k = 0; k < np; k++)
+				params[k] = decode(ps[k], pl[k]);
+			*nparams = np;
+			*out = rt;
+			return ROUTE_FOUND;
+		}
+		if (!strstr(allow, rt->method)) {
+			size_t len = strlen(allow);
+
+			snprintf(allow + len, allowlen - len, "%s%s", len ? ", " : "", rt->method);
+		}
+		path_seen = 1;
+	}
+	return path_seen ? ROUTE_NO_METHOD : ROUTE_NO_PATH;
+}

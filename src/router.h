@@ -1,0 +1,40 @@
+/* router: the one table of routes (method, pattern, handler steps, body) and its matcher.
+ *
+ * Patterns are literal segments, ":name" (one segment) and a final "*name" (the rest of the
+ * path, slashes included). Handlers are plain functions of the h_*.c modules. */
+#ifndef QUEEN_ROUTER_H
+#define QUEEN_ROUTER_H
+
+#include "errors.h"
+
+#include <stddef.h>
+
+struct req;
+struct wk;
+
+enum route_body { BODY_NONE, BODY_JSON, BODY_JSON_OPTIONAL };
+
+struct route {
+	const char *method;
+	const char *pattern;
+	enum route_body body;
+	/* MHD thread, optional: validate the parsed request and build req->job. Never blocks. */
+	enum qe (*prepare)(struct req *r);
+	/* Worker thread: do the work with the worker's database connection. Returns QE_OK after
+	 * setting the response, QE_PARKED when the request now waits in a long-poll, or an
+	 * error to render. */
+	enum qe (*run)(struct req *r, struct wk *w);
+	/* Worker thread, optional: serve several queued requests of this route at once (group
+	 * commit). Writes one code per request into rcs, with the meaning of run's. */
+	void (*run_many)(struct req **rs, size_t n, struct wk *w, enum qe *rcs);
+};
+
+enum route_match_result { ROUTE_FOUND, ROUTE_NO_PATH, ROUTE_NO_METHOD };
+
+/* Matches method and path. On ROUTE_FOUND sets *out and fills params (malloc'd, decoded,
+ * the caller frees them). On ROUTE_NO_METHOD fills allow with the methods the path takes. */
+enum route_match_result route_match(const char *method, const char *path,
+				    const struct route **out, char **params, int *nparams,
+				    char *allow, size_t allowlen);
+
+#endif

@@ -1,0 +1,168 @@
+/* strbuf: growable buffer, plus the two escapings the broker writes by hand on hot paths:
+ * JSON string literals and PostgreSQL array-literal elements. */
+#include "strbuf.h"
+#include "qassert.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+sb_init(struct strbuf *sb)
+{
+	sb->buf = NULL;
+	sb->len = 0;
+	sb->cap = 0;
+}
+
+void
+sb_free(struct strbuf *sb)
+{
+	free(sb->buf);
+	sb_init(sb);
+}
+
+void
+sb_reset(struct strbuf *sb)
+{
+	sb->len = 0;
+	if (sb->buf)
+		sb->buf[0] = '\0';
+}
+
+char *
+sb_steal(struct strbuf *sb, size_t *len)
+{
+	char *p;
+
+	sb_reserve(sb, 0);
+	p = sb->buf;
+	if (len)
+		*len = sb->len;
+	sb_init(sb);
+	return p;
+}
+
+void
+sb_reserve(struct strbuf *sb, size_t extra)
+{
+	size_t need = sb->len + extra + 1;
+
+	if (need <= sb->cap)
+		return;
+	size_t cap = sb->cap ? sb->cap : 256;
+	while (cap < need)
+		cap *= 2;
+	sb->buf = realloc(sb->buf, cap);
+	QASSERT(sb->buf != NULL);
+	sb->cap = cap;
+}
+
+void
+sb_add(struct strbuf *sb, const char *s, size_t n)
+{
+	sb_reserve(sb, n);
+	memcpy(sb->buf + sb->len, s, n);
+	sb->len += n;
+	sb->buf[sb->len] = '\0';
+}
+
+void
+sb_adds(struct strbuf *sb, const char *s)
+{
+	sb_add(sb, s, strlen(s));
+}
+
+void
+sb_addc(struct strbuf *sb, char c)
+{
+	sb_reserve(sb, 1);
+	sb->buf[sb->len++] = c;
+	sb->buf[sb->len] = '\0';
+}
+
+void
+sb_addf(struct strbuf *sb, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	QASSERT(n >= 0);
+	sb_reserve(sb, (size_t)n);
+	va_start(ap, fmt);
+	vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	sb->len += (size_t)n;
+}
+
+void
+sb_add_i64(struct strbuf *sb, int64_t v)
+{
+	char tmp[24];
+	int n = snprintf(tmp, sizeof(tmp), "%" PRId64, v);
+
+	sb_add(sb, tmp, (size_t)n);
+}
+
+void
+sb_add_jstr(struct strbuf *sb, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	if (!s) {
+		sb_add(sb, "null", 4);
+		return;
+	}
+	sb_addc(sb, '"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		const unsigned char *run = p;
+
+		while (*p >= 0x20 && *p != '"' && *p != '\\')
+			p++;
+		if (p > run)
+			sb_add(sb, (const char *)run, (size_t)(p - run));
+		if (!*p)
+			break;
+		switch (*p) {
+		case '"': sb_add(sb, "\\\"", 2); break;
+		case '\\': sb_add(sb, "\\\\", 2); break;
+		case '\n': sb_add(sb, "\\n", 2); break;
+		case '\r': sb_add(sb, "\\r", 2); break;
+		case '\t': sb_add(sb, "\\t", 2); break;
+		default: {
+			char u[6] = { '\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15] };
+			sb_add(sb, u, 6);
+		}
+		}
+	}
+	sb_addc(sb, '"');
+}
+
+void
+sb_add_pgelem(struct strbuf *sb, const char *s)
+{
+	if (!s) {
+		sb_add(sb, "NULL", 4);
+		return;
+	}
+	sb_reserve(sb, strlen(s) + 2);
+	sb_addc(sb, '"');
+	for (const char *p = s; *p; p++) {
+		const char *run = p;
+
+		while (*p && *p != '"' && *p != '\\')
+			p++;
+		if (p > run)
+			sb_add(sb, run, (size_t)(p - run));
+		if (!*p)
+			break;
+		sb_addc(sb, '\\');
+		sb_addc(sb, *p);
+	}
+	sb_addc(sb, '"');
+}

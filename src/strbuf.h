@@ -1,0 +1,31 @@
+/* strbuf: a growable byte buffer for building response bodies and SQL array literals.
+ * Always NUL-terminated; allocation failure aborts (the broker cannot answer without memory). */
+#ifndef QUEEN_STRBUF_H
+#define QUEEN_STRBUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct strbuf {
+	char *buf;
+	size_t len;
+	size_t cap;
+};
+
+void sb_init(struct strbuf *sb);
+void sb_free(struct strbuf *sb);
+void sb_reset(struct strbuf *sb);
+/* Takes the bytes out of the buffer; the caller frees them. The buffer is left empty. */
+char *sb_steal(struct strbuf *sb, size_t *len);
+void sb_reserve(struct strbuf *sb, size_t extra);
+void sb_add(struct strbuf *sb, const char *s, size_t n);
+void sb_adds(struct strbuf *sb, const char *s);
+void sb_addc(struct strbuf *sb, char c);
+void sb_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_add_i64(struct strbuf *sb, int64_t v);
+/* Appends s as a JSON string literal (quoted, escaped); NULL appends null. */
+void sb_add_jstr(struct strbuf *sb, const char *s);
+/* Appends s as one element of a PostgreSQL array literal ("..." escaped); NULL appends NULL. */
+void sb_add_pgelem(struct strbuf *sb, const char *s);
+
+#endif

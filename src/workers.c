@@ -1,0 +1,176 @@
+/* workers: a FIFO of requests under one mutex and condition variable, and the threads that
+ * drain it. The FIFO is short-lived (jobs are taken within microseconds under load), so a
+ * mutex costs less here than it would save; the hot shared state (the partition index) is
+ * RCU. Key invariant: every job taken is finished (http_finish) or parked, never dropped. */
+#include "workers.h"
+#include "conf.h"
+#include "dbpool.h"
+#include "http.h"
+#include "log.h"
+#include "pindex.h"
+#include "qassert.h"
+#include "router.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static pthread_mutex_t wk_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wk_cv = PTHREAD_COND_INITIALIZER;
+static struct req *wk_head, *wk_tail;
+static long wk_len;
+static int wk_stopping;
+static pthread_t *wk_threads;
+static struct wk *wk_ctx;
+static int wk_n;
+
+enum qe
+wk_submit(struct req *r)
+{
+	pthread_mutex_lock(&wk_mu);
+	if (wk_stopping) {
+		pthread_mutex_unlock(&wk_mu);
+		return QE_SHUTDOWN;
+	}
+	if (wk_len >= qconf.max_queued_jobs) {
+		pthread_mutex_unlock(&wk_mu);
+		return QE_BUSY;
+	}
+	r->next = NULL;
+	if (wk_tail)
+		wk_tail->next = r;
+	else
+		wk_head = r;
+	wk_tail = r;
+	wk_len++;
+	pthread_cond_signal(&wk_cv);
+	pthread_mutex_unlock(&wk_mu);
+	return QE_OK;
+}
+
+long
+wk_queued(void)
+{
+	long n;
+
+	pthread_mutex_lock(&wk_mu);
+	n = wk_len;
+	pthread_mutex_unlock(&wk_mu);
+	return n;
+}
+
+/* Takes the first job, and when its route coalesces, the other waiting jobs of that route up
+ * to the item budget. Called with wk_mu held. */
+static size_t
+take_jobs(struct req **out, size_t max)
+{
+	struct req *first = wk_head, *prev, *cur;
+	size_t n = 0, items;
+
+	wk_head = first->next;
+	if (!wk_head)
+		wk_tail = NULL;
+	wk_len--;
+	out[n++] = first;
+	if (!first->route->run_many)
+		return n;
+	items = first->weight;
+	prev = NULL;
+	cur = wk_head;
+	while (cur && n < max && items < (size_t)qconf.group_commit_items) {
+		struct req *next = cur->next;
+
+		if (cur->route->run_many == first->route->run_many &&
+		    items + cur->weight <= (size_t)qconf.group_commit_items) {
+			if (prev)
+				prev->next = next;
+			else
+				wk_head = next;
+			if (wk_tail == cur)
+				wk_tail = prev;
+			wk_len--;
+			items += cur->weight;
+			out[n++] = cur;
+		} else {
+			prev = cur;
+		}
+		cur = next;
+	}
+	return n;
+}
+
+static void
+run_jobs(struct wk *w, struct req **jobs, size_t n)
+{
+	enum qe rcs[64];
+
+	if (n > 1 || jobs[0]->route->run_many) {
+		jobs[0]->route->run_many(jobs, n, w, rcs);
+	} else {
+		rcs[0] = jobs[0]->route->run(jobs[0], w);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (rcs[i] != QE_PARKED)
+			http_finish(jobs[i], rcs[i]);
+}
+
+static void *
+wk_main(void *arg)
+{
+	struct wk *w = arg;
+	struct req *jobs[64];
+
+	pidx_thread_online();
+	for (;;) {
+		size_t n;
+
+		pthread_mutex_lock(&wk_mu);
+		while (!wk_head && !wk_stopping)
+			pthread_cond_wait(&wk_cv, &wk_mu);
+		if (!wk_head) {
+			pthread_mutex_unlock(&wk_mu);
+			break;
+		}
+		n = take_jobs(jobs, ARRAY_LEN(jobs));
+		pthread_mutex_unlock(&wk_mu);
+		db_ensure(w->db);
+		run_jobs(w, jobs, n);
+	}
+	pidx_thread_offline();
+	return NULL;
+}
+
+int
+wk_start(int nthreads)
+{
+	wk_n = nthreads;
+	wk_threads = calloc((size_t)nthreads, sizeof(*wk_threads));
+	wk_ctx = calloc((size_t)nthreads, sizeof(*wk_ctx));
+	QASSERT(wk_threads && wk_ctx);
+	for (int i = 0; i < nthreads; i++) {
+		wk_ctx[i].id = i;
+		wk_ctx[i].db = db_new(i);
+		if (pthread_create(&wk_threads[i], NULL, wk_main, &wk_ctx[i]) != 0) {
+			log_error("cannot start worker thread %d", i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void
+wk_stop(void)
+{
+	pthread_mutex_lock(&wk_mu);
+	wk_stopping = 1;
+	pthread_cond_broadcast(&wk_cv);
+	pthread_mutex_unlock(&wk_mu);
+	for (int i = 0; i < wk_n; i++) {
+		pthread_join(wk_threads[i], NULL);
+		db_free(wk_ctx[i].db);
+	}
+	free(wk_threads);
+	free(wk_ctx);
+	wk_threads = NULL;
+	wk_ctx = NULL;
+	wk_n = 0;
+}

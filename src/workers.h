@@ -1,0 +1,29 @@
+/* workers: the worker pool and its job queue.
+ *
+ * M threads (DB_POOL_SIZE), each owning one database connection. Jobs are requests handed
+ * over by http.c (or re-submitted by the long-poll machinery). A worker that takes a job whose
+ * route can serve several requests at once (push) also takes the other waiting jobs of that
+ * route, up to QUEEN_GROUP_COMMIT_ITEMS items: that is group commit. */
+#ifndef QUEEN_WORKERS_H
+#define QUEEN_WORKERS_H
+
+#include "errors.h"
+
+struct req;
+struct dbconn;
+
+/* What a handler gets besides the request. */
+struct wk {
+	int id;
+	struct dbconn *db;
+};
+
+int wk_start(int nthreads);
+/* Finishes every queued job, then stops the threads. */
+void wk_stop(void);
+/* Queues a request. QE_BUSY when the queue is full (429), QE_SHUTDOWN when stopping. */
+enum qe wk_submit(struct req *r);
+/* Jobs waiting for a worker, for metrics. */
+long wk_queued(void);
+
+#endif

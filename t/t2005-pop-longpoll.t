@@ -1,0 +1,102 @@
+#!/usr/bin/perl
+# Long-poll (SPEC 5, 21): wait=true parks until a push makes data deliverable -- woken at
+# once, not at the next poll -- or until timeout, then 204. Parked pops hold no database
+# connection. (How fast exactly is the benchmark's business; here: well under a second.)
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Test::More;
+use Time::HiRes qw(time sleep);
+use QueenTest;
+
+start_pg();
+my $q = start_queend();
+
+# Starts a long-poll in a child: GET $path with %query; the result carries status, body and
+# the time the answer arrived.
+sub park {
+	my ($b, $path, %query) = @_;
+	return bg(sub {
+		my ($s, $j) = $b->get($path, { wait => 'true', timeout => 10000, %query });
+		return { status => $s, body => $j, at => time };
+	});
+}
+
+# Gives a child the moment it needs to send its request and park. A push that arrives before
+# the park still passes the test (the pop then finds data), it just measures less.
+sub settle { sleep 0.5 }
+
+sub woken_by {
+	my ($what, $lp, @items) = @_;
+	settle();
+	my $t_push = time;
+	my ($s, $b) = $q->push_items(@items);
+	is($s, 201, "$what: pushed");
+	my $r = $lp->result(15);
+	is($r->{status}, 200, "$what: the parked pop answered 200") or diag(explain $r);
+	my $lat = ($r->{at} // 1e9) - $t_push;
+	ok($lat < 1.0, sprintf('%s: woken %.0f ms after the push', $what, $lat * 1000));
+	return $r->{body};
+}
+
+$q->push_n('lp', 1);
+my ($s, $b) = $q->pop('lp');
+$q->ack_all($b);
+
+subtest 'a parked pop is woken by a push' => sub {
+	my $lp = park($q, '/api/v1/pop/queue/lp');
+	my $got = woken_by('lp', $lp, { queue => 'lp', transactionId => 'wake-1' });
+	is_deeply(txns($got), ['wake-1'], 'with the pushed message');
+};
+
+subtest 'a pop parked on a queue that does not exist yet is woken by the push creating it' => sub {
+	my $lp = park($q, '/api/v1/pop/queue/brand-new');
+	my $got = woken_by('brand-new', $lp, { queue => 'brand-new', transactionId => 'first-ever' });
+	is_deeply(txns($got), ['first-ever'], 'with the pushed message');
+};
+
+subtest 'a named new group parked before anything is pushed gets the push' => sub {
+	my $lp = park($q, '/api/v1/pop/queue/lp', consumerGroup => 'late');
+	my $got = woken_by('group late', $lp, { queue => 'lp', transactionId => 'wake-2' });
+	is_deeply(txns($got), ['wake-2'], 'with the pushed message');
+};
+
+subtest 'a pop parked on one partition is not answered by another partition\'s push' => sub {
+	my $lp = park($q, '/api/v1/pop/queue/lp/partition/pz');
+	settle();
+	$q->push_items({ queue => 'lp', partition => 'elsewhere', transactionId => 'not-for-pz' });
+	my $got = woken_by('partition pz', $lp, { queue => 'lp', partition => 'pz', transactionId => 'for-pz' });
+	is_deeply(txns($got), ['for-pz'], 'only the pz message');
+};
+
+subtest 'a pop parked on the discovery route wakes on a matching queue' => sub {
+	my $lp = park($q, '/api/v1/pop', namespace => 'lpns');
+	my $got = woken_by('namespace lpns', $lp, { queue => 'lpns.task.q', transactionId => 'disc' });
+	is_deeply(txns($got), ['disc'], 'with the pushed message');
+	is($got->{messages}[0]{queue}, 'lpns.task.q', 'naming its queue');
+};
+
+subtest 'timeout: 204 at the deadline' => sub {
+	my $t0 = time;
+	my ($s, undef, undef, $raw) = $q->pop('lp', wait => 'true', timeout => 700);
+	my $took = time - $t0;
+	is($s, 204, 'nothing came: 204');
+	is($raw, '', 'no body');
+	ok($took >= 0.6 && $took < 5, sprintf('after the 700 ms timeout (%.2f s)', $took));
+};
+
+subtest 'parked pops hold no database connection' => sub {
+	my $small = start_queend(DB_POOL_SIZE => 2);
+	my @lps = map { park($small, "/api/v1/pop/queue/idle-$_") } 1 .. 6;
+	settle();
+	my $t0 = time;
+	my ($s, $b) = $small->push_items(map { +{ queue => "idle-$_", transactionId => "idle-$_" } } 1 .. 6);
+	is($s, 201, sprintf('a push with 6 pops parked on a pool of 2 is served (%.2f s)', time - $t0));
+	my @res = map { $_->result(15) } @lps;
+	is_deeply([ map { $_->{status} } @res ], [ (200) x 6 ], 'and every parked pop is woken');
+	is_deeply([ map { txns($_->{body})->[0] } @res ], [ map { "idle-$_" } 1 .. 6 ],
+		'each with its own message');
+};
+
+done_testing;

@@ -1,0 +1,77 @@
+#!/usr/bin/perl
+# Two brokers on one database (DESIGN "Scale past one machine", SPEC 5): they share every
+# state through PostgreSQL, and a push to one wakes a long-poll parked on the other.
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Test::More;
+use Time::HiRes qw(time sleep);
+use QueenTest;
+
+start_pg();
+my $A = start_queend();
+my $B = start_queend();
+
+subtest 'what one broker writes, the other serves' => sub {
+	$A->push_n('shared', 3);
+	my ($s, $b) = $B->pop('shared', batch => 2);
+	is_deeply(txns($b), [qw(shared-m-0 shared-m-1)], 'B pops what A stored');
+	($s) = $A->pop('shared');
+	is($s, 204, 'A sees the lease B took');
+	my (undef, $r) = $A->ack_all($b);
+	is_true($r->[1]{success}, 'A acks under the lease B gave');
+	($s, $b) = $A->pop('shared');
+	is_deeply(txns($b), ['shared-m-2'], 'and the cursor moved for both');
+	$A->ack_all($b);
+	(undef, $r) = $B->push_items({ queue => 'shared', transactionId => 'shared-m-0' });
+	is($r->[0]{status}, 'duplicate', 'dedup holds across brokers');
+};
+
+sub park_on_a {
+	my ($queue) = @_;
+	return bg(sub {
+		my ($s, $j) = $A->pop($queue, wait => 'true', timeout => 10000);
+		return { status => $s, body => $j, at => time };
+	});
+}
+
+for my $case ([ 'an existing queue', 'shared' ], [ 'a queue that does not exist yet', 'fresh' ]) {
+	my ($what, $queue) = @$case;
+	subtest "a long-poll on A for $what is woken by a push to B" => sub {
+		my $lp = park_on_a($queue);
+		sleep 0.5;	# let it park
+		my $t_push = time;
+		my ($s, $b) = $B->push_items({ queue => $queue, transactionId => "via-b-$queue" });
+		is($s, 201, 'pushed to B');
+		my $r = $lp->result(15);
+		is($r->{status}, 200, 'A answered 200');
+		is_deeply(txns($r->{body}), ["via-b-$queue"], 'with the message pushed to B');
+		my $lat = ($r->{at} // 1e9) - $t_push;
+		ok($lat < 1.0, sprintf('woken %.0f ms after the push', $lat * 1000));
+	};
+}
+
+subtest 'consumers on both brokers never share a message' => sub {
+	$A->push_n('both', 20, partition => "p$_", prefix => "p$_") for 1 .. 4;
+	my @kids = map {
+		my $b = $_;
+		bg(sub {
+			my (@got, $empty);
+			while (($empty // 0) < 8) {
+				my ($s, $j) = $b->pop('both', batch => 3);
+				if ($s != 200) { $empty++; sleep 0.05; next }
+				$empty = 0;
+				push @got, @{ txns($j) };
+				$b->ack_all($j);
+			}
+			return \@got;
+		});
+	} ($A, $B, $A, $B);
+	my %count;
+	$count{$_}++ for map { @{ ref $_ eq 'ARRAY' ? $_ : [] } } map { $_->result(60) } @kids;
+	is(scalar keys %count, 80, 'all 80 delivered');
+	is_deeply([ grep { $count{$_} > 1 } sort keys %count ], [], 'none twice');
+};
+
+done_testing;

@@ -1,0 +1,39 @@
+/* Unit tests of strbuf: growth, JSON string escaping, PostgreSQL array elements. */
+#include "strbuf.h"
+#include "tap.h"
+
+#include <stdlib.h>
+
+int
+main(void)
+{
+	struct strbuf sb;
+	char *s;
+
+	sb_init(&sb);
+	for (int i = 0; i < 1000; i++)
+		sb_addc(&sb, 'x');
+	is_int(sb.len, 1000, "a thousand appends grow the buffer");
+	sb_reset(&sb);
+	sb_add_jstr(&sb, "a\"b\\c\n\x01");
+	is_str(sb.buf, "\"a\\\"b\\\\c\\n\\u0001\"", "JSON escaping of quote, backslash, control");
+	sb_reset(&sb);
+	sb_add_jstr(&sb, NULL);
+	is_str(sb.buf, "null", "NULL string is JSON null");
+	sb_reset(&sb);
+	sb_add_pgelem(&sb, "say \"hi\" \\ {x,y}");
+	is_str(sb.buf, "\"say \\\"hi\\\" \\\\ {x,y}\"", "array element escaping");
+	sb_reset(&sb);
+	sb_add_pgelem(&sb, NULL);
+	is_str(sb.buf, "NULL", "NULL element");
+	sb_reset(&sb);
+	sb_addf(&sb, "%d-%s", 42, "z");
+	sb_add_i64(&sb, -7);
+	is_str(sb.buf, "42-z-7", "formatted appends");
+	s = sb_steal(&sb, NULL);
+	is_str(s, "42-z-7", "steal hands the bytes over");
+	ok(sb.buf == NULL && sb.len == 0, "steal leaves the buffer empty");
+	free(s);
+	sb_free(&sb);
+	return tap_done();
+}
