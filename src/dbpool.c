@@ -54,6 +54,13 @@ db_free(struct dbconn *c)
 	free(c);
 }
 
+/* Server notices (NOTICE: relation exists, skipping ...) are debug chatter, not errors. */
+static void
+db_notice(void *arg, const char *msg)
+{
+	log_debug("postgres: %.*s", (int)strcspn(msg, "\n"), msg);
+}
+
 PGconn *
 db_connect_raw(void)
 {
@@ -61,6 +68,7 @@ db_connect_raw(void)
 	PGconn *pg = PQconnectdb(ci);
 
 	free(ci);
+	PQsetNoticeProcessor(pg, db_notice, NULL);
 	if (PQstatus(pg) != CONNECTION_OK) {
 		char msg[256];
 

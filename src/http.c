@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { ST_NEW, ST_BODY, ST_RUNNING, ST_DONE };
 
@@ -395,15 +396,16 @@ http_start(void)
 	}
 	http_daemon = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+		MHD_USE_ITC |
 		MHD_USE_ERROR_LOG,
 		(uint16_t)qconf.port, NULL, NULL, access_cb, NULL,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 		MHD_OPTION_THREAD_POOL_SIZE, threads,
 		MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)60000,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 		MHD_OPTION_END);
 	if (!http_daemon) {
 		log_error("cannot listen on %s:%lld (address in use or not permitted)", qconf.host,

@@ -16,6 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Periodic jobs of the maintenance thread, each bounded per round. A task module exposes
+ * one function taking the maintenance connection; add it here with its interval. */
+struct maint_task {
+	const char *name;
+	int64_t (*interval_ms)(void);
+	void (*run)(struct dbconn *db);
+	int64_t next_ms;
+};
+
+static struct maint_task maint_tasks[] = {
+	{ NULL, NULL, NULL, 0 },
+};
+
 static pthread_t maint_thread;
 static _Atomic int maint_exit;
 static struct dbconn *maint_db;
@@ -131,6 +144,12 @@ maint_main(void *arg)
 			if (!db_is_own_backend(n->be_pid))
 				need_resync |= apply_notify(n->extra);
 			PQfreemem(n);
+		}
+		for (struct maint_task *t = maint_tasks; t->name; t++) {
+			if (now_ms() < t->next_ms)
+				continue;
+			t->run(maint_db);
+			t->next_ms = now_ms() + t->interval_ms();
 		}
 		if (need_resync || now_ms() >= next_resync) {
 			if (resync(maint_db) > 0)

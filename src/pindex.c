@@ -156,16 +156,21 @@ void
 pidx_destroy(void)
 {
 	struct cds_lfht_iter it;
-	struct pq_part *p;
-	struct pq_queue *q;
+	struct cds_lfht_node *n;
 
 	urcu_memb_barrier();
-	cds_lfht_for_each_entry(ht_ids, &it, p, by_id) {
+	for (cds_lfht_first(ht_ids, &it); (n = cds_lfht_iter_get_node(&it)) != NULL;
+	     cds_lfht_next(ht_ids, &it)) {
+		struct pq_part *p = caa_container_of(n, struct pq_part, by_id);
+
 		cds_lfht_del(ht_ids, &p->by_id);
 		cds_lfht_del(ht_parts, &p->by_name);
 		free_part(p);
 	}
-	cds_lfht_for_each_entry(ht_queues, &it, q, node) {
+	for (cds_lfht_first(ht_queues, &it); (n = cds_lfht_iter_get_node(&it)) != NULL;
+	     cds_lfht_next(ht_queues, &it)) {
+		struct pq_queue *q = caa_container_of(n, struct pq_queue, node);
+
 		cds_lfht_del(ht_queues, &q->node);
 		free_queue(q);
 	}
