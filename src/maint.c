@@ -113,6 +113,18 @@ ensure_listening(void)
 	}
 }
 
+/* Sleep until the next task is due, at most 200 ms (notifications end it sooner). */
+static int
+poll_timeout_ms(void)
+{
+	int64_t now = now_ms(), t = 200;
+
+	for (struct maint_task *k = maint_tasks; k->name; k++)
+		if (k->next_ms - now < t)
+			t = k->next_ms - now;
+	return t < 1 ? 1 : (int)t;
+}
+
 static void *
 maint_main(void *arg)
 {
@@ -135,7 +147,7 @@ maint_main(void *arg)
 		pfd.fd = PQsocket(pg);
 		pfd.events = POLLIN;
 		pfd.revents = 0;
-		poll(&pfd, 1, 200);
+		poll(&pfd, 1, poll_timeout_ms());
 		if (pfd.revents && !PQconsumeInput(pg)) {
 			maint_listening = 0;
 			continue;
