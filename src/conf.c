@@ -398,6 +398,24 @@ conf_load(struct conf *out, int argc, char **argv, enum conf_action *action, cha
 	return 0;
 }
 
+struct grave {
+	struct grave *next;
+	char *s;
+};
+
+static struct grave *conf_graveyard;
+
+static void
+bury(char *s)
+{
+	struct grave *g = malloc(sizeof(*g));
+
+	QASSERT(g != NULL);
+	g->s = s;
+	g->next = conf_graveyard;
+	conf_graveyard = g;
+}
+
 int
 conf_reload(struct conf *cur, char *err, size_t errlen)
 {
@@ -417,8 +435,12 @@ conf_reload(struct conf *cur, char *err, size_t errlen)
 		if (!d->reload)
 			continue;
 		if (d->type == CT_STR || d->type == CT_ENUM) {
-			/* The old string is not freed: another thread may be reading it. The few
-			 * bytes leaked per reload are the price of no lock on the read side. */
+			/* The old string is not freed now: another thread may be reading it. It
+			 * goes to the graveyard, emptied at exit: a few bytes per reload are the
+			 * price of no lock on the read side. */
+			if (*(char **)dst && strcmp(*(char **)dst, *(char **)src) == 0)
+				continue;
+			bury(*(char **)dst);
 			*(char **)dst = *(char **)src;
 			*(char **)src = NULL;
 		} else if (d->type == CT_INT) {
@@ -444,6 +466,15 @@ conf_free(struct conf *c)
 	}
 	free(c->config_file);
 	c->config_file = NULL;
+	if (c == &qconf) {
+		while (conf_graveyard) {
+			struct grave *g = conf_graveyard;
+
+			conf_graveyard = g->next;
+			free(g->s);
+			free(g);
+		}
+	}
 }
 
 void

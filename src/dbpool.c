@@ -18,12 +18,24 @@
 
 struct dbconn {
 	int id;
+	unsigned epoch;		/* db_epoch when connected */
+	unsigned serial;	/* counts successful connects */
 	PGconn *pg;
 	int backoff_ms;
 	int64_t next_try_ms;
 };
 
 static _Atomic int db_own_pids[DB_MAX_OWN];
+/* Bumped whenever some connection finds the server gone: every other connection is then
+ * presumed dead too (a restarted server leaves them all broken, which libpq only notices on
+ * their next use) and is reopened before it is used, instead of failing one request each. */
+static _Atomic unsigned db_epoch;
+
+void
+db_invalidate_all(void)
+{
+	atomic_fetch_add(&db_epoch, 1);
+}
 
 struct dbconn *
 db_new(int id)
@@ -115,7 +127,7 @@ db_ensure(struct dbconn *c)
 {
 	int64_t now = now_ms();
 
-	if (c->pg && PQstatus(c->pg) == CONNECTION_OK)
+	if (c->pg && PQstatus(c->pg) == CONNECTION_OK && c->epoch == atomic_load(&db_epoch))
 		return QE_OK;
 	db_close(c);
 	if (now < c->next_try_ms)
@@ -131,6 +143,8 @@ db_ensure(struct dbconn *c)
 	}
 	c->backoff_ms = 0;
 	c->next_try_ms = 0;
+	c->epoch = atomic_load(&db_epoch);
+	c->serial++;
 	if (c->id >= 0 && c->id < DB_MAX_OWN)
 		atomic_store(&db_own_pids[c->id], PQbackendPID(c->pg));
 	log_debug("worker %d connected to PostgreSQL", c->id);
@@ -147,6 +161,12 @@ int
 db_backend_pid(const struct dbconn *c)
 {
 	return db_ok(c) ? PQbackendPID(c->pg) : 0;
+}
+
+unsigned
+db_serial(const struct dbconn *c)
+{
+	return c->serial;
 }
 
 PGconn *
@@ -181,13 +201,19 @@ db_exec(struct dbconn *c, enum sql_id id, const char *const *params, PGresult **
 		return QE_OK;
 	}
 	metrics_db_error();
-	log_warn("statement %s failed: %s (SQLSTATE %s)", s->name,
-		 res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : PQerrorMessage(c->pg),
-		 res && PQresultErrorField(res, PG_DIAG_SQLSTATE) ?
-			 PQresultErrorField(res, PG_DIAG_SQLSTATE) : "none");
+	if (res && PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY))
+		log_warn("statement %s failed: %s (SQLSTATE %s)", s->name,
+			 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY),
+			 PQresultErrorField(res, PG_DIAG_SQLSTATE) ?
+				 PQresultErrorField(res, PG_DIAG_SQLSTATE) : "none");
+	else
+		log_warn("statement %s failed: %.*s", s->name,
+			 (int)strcspn(PQerrorMessage(c->pg), "\n"), PQerrorMessage(c->pg));
 	PQclear(res);
-	if (PQstatus(c->pg) != CONNECTION_OK)
+	if (PQstatus(c->pg) != CONNECTION_OK) {
 		db_close(c);
+		db_invalidate_all();
+	}
 	else if (PQtransactionStatus(c->pg) != PQTRANS_IDLE)
 		PQclear(PQexec(c->pg, "ROLLBACK"));
 	return QE_DB;

@@ -31,6 +31,12 @@ enum qe db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params
 
 /* The libpq connection, or NULL when down (for LISTEN and PQsocket). */
 PGconn *db_pg(struct dbconn *c);
+/* Changes each time the connection is (re)opened: session state such as LISTEN is lost. */
+unsigned db_serial(const struct dbconn *c);
+
+/* Marks every connection as presumed dead (the server went away): each is reopened before
+ * its next use. */
+void db_invalidate_all(void);
 
 /* Backend pids of every worker connection, for telling our own notifications apart. */
 int db_is_own_backend(int pid);

@@ -431,6 +431,15 @@ http_quiesce(void)
 void
 http_stop(void)
 {
+	/* Give answered requests a moment to reach their clients before the sockets close. */
+	for (int i = 0; http_daemon && i < 50; i++) {
+		const union MHD_DaemonInfo *info =
+			MHD_get_daemon_info(http_daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+		if (!info || info->num_connections == 0)
+			break;
+		usleep(20000);
+	}
 	if (http_daemon)
 		MHD_stop_daemon(http_daemon);
 	http_daemon = NULL;

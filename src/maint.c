@@ -32,7 +32,7 @@ static struct maint_task maint_tasks[] = {
 static pthread_t maint_thread;
 static _Atomic int maint_exit;
 static struct dbconn *maint_db;
-static int maint_listening;
+static unsigned maint_listen_serial;	/* connection serial LISTEN was issued on, 0 = none */
 
 /* Reloads every partition and cursor; returns how many partitions advanced, or -1. */
 static int
@@ -99,14 +99,14 @@ ensure_listening(void)
 	PGresult *res;
 
 	if (db_ensure(maint_db) != QE_OK) {
-		maint_listening = 0;
+		maint_listen_serial = 0;
 		return;
 	}
-	if (maint_listening && db_pg(maint_db))
+	if (maint_listen_serial == db_serial(maint_db))
 		return;
 	if (db_exec(maint_db, SQL_LISTEN, NULL, &res) == QE_OK) {
 		PQclear(res);
-		maint_listening = 1;
+		maint_listen_serial = db_serial(maint_db);
 		/* Anything committed while we were not listening is found by a resync. */
 		if (resync(maint_db) > 0)
 			lp_wake_all();
@@ -140,7 +140,6 @@ maint_main(void *arg)
 		ensure_listening();
 		pg = db_pg(maint_db);
 		if (!pg) {
-			maint_listening = 0;
 			poll(NULL, 0, 200);
 			continue;
 		}
@@ -148,8 +147,9 @@ maint_main(void *arg)
 		pfd.events = POLLIN;
 		pfd.revents = 0;
 		poll(&pfd, 1, poll_timeout_ms());
-		if (pfd.revents && !PQconsumeInput(pg)) {
-			maint_listening = 0;
+		if (pfd.revents && (!PQconsumeInput(pg) || PQstatus(pg) != CONNECTION_OK)) {
+			/* The server went away: the workers' connections are gone too. */
+			db_invalidate_all();
 			continue;
 		}
 		while ((n = PQnotifies(pg)) != NULL) {
