@@ -114,7 +114,14 @@ set +e
 rc=$?
 set -e
 if ! kill -0 "$qpid" 2>/dev/null; then
-	echo "bench.sh: queend died during the run; last lines of its log:" >&2
+	qrc=0
+	wait "$qpid" || qrc=$?
+	if [ $qrc -gt 128 ]; then
+		why="killed by signal $((qrc - 128))"
+	else
+		why="exit status $qrc"
+	fi
+	echo "bench.sh: queend died during the run ($why); last lines of its log:" >&2
 	tail -n 20 "$tmp/queend.log" >&2
 	qpid=
 	[ $rc -ne 0 ] || rc=1

@@ -65,6 +65,7 @@ static struct {
 	int many_partitions;
 	int lat_samples;
 	int pop_partitions;	/* `partitions=` sent with each pop; 0 = not sent */
+	bool verbose;		/* print every failure, not only the first of a phase */
 } opt = {
 	.host = "127.0.0.1",
 	.port = "6632",
@@ -281,10 +282,12 @@ static long failures_total(const struct failures *f)
 
 static void failures_note(struct failures *f, const char *what, const char *text, size_t n)
 {
-	if (f->first[0])
-		return;
 	if (n > 160)
 		n = 160;
+	if (opt.verbose)
+		fprintf(stderr, "queen-bench: %s: %.*s\n", what, (int)n, text);
+	if (f->first[0])
+		return;
 	snprintf(f->first, sizeof(f->first), "%s: %.*s", what, (int)n, text);
 	for (char *p = f->first; *p; p++)
 		if (*p == '\n' || *p == '\r')
@@ -1106,13 +1109,19 @@ static void engine_run(struct engine *en, void *sess, size_t sess_size)
 }
 
 /* Records an unexpected HTTP status and its body. */
-static void fail_http(struct failures *f, const struct http_resp *r)
+static void fail_http_as(struct failures *f, const struct http_resp *r, const char *what)
 {
 	char code[8];
 
 	snprintf(code, sizeof(code), "%d", r->status);
 	tally_add(f->http, code, strlen(code), 1);
-	failures_note(f, code, r->body_len ? r->body : "(no body)", r->body_len ? r->body_len : 9);
+	failures_note(f, what ? what : code, r->body_len ? r->body : "(no body)",
+		      r->body_len ? r->body_len : 9);
+}
+
+static void fail_http(struct failures *f, const struct http_resp *r)
+{
+	fail_http_as(f, r, NULL);
 }
 
 /* ---------------------------------------------------------------- phase: baseline */
@@ -1647,7 +1656,7 @@ static void phase_latency(void)
 	struct samples lat = { 0 };
 	struct failures fail = { 0 };
 	struct buf body = { 0 }, ack = { 0 };
-	char queue[128], path[256], txn[64], note[96];
+	char queue[128], path[256], txn[64], note[96], what[64];
 	uint64_t rng = (uint64_t)getpid() * 2654435761ULL + 1;
 
 	snprintf(queue, sizeof(queue), "bench-%s-latency", run_id);
@@ -1694,12 +1703,13 @@ static void phase_latency(void)
 		    tl != strlen(txn) || memcmp(got_txn, txn, tl) != 0 ||
 		    !js_str(js_get(msg, e, "partitionId"), e, &pid, &pl) ||
 		    !js_str(js_get(msg, e, "leaseId"), e, &lease, &ll)) {
-			if (r.status != 200)
-				fail_http(&fail, &r);
-			else
+			snprintf(what, sizeof(what), "sample %d: pop answered %d", i, r.status);
+			if (r.status != 200) {
+				fail_http_as(&fail, &r, what);
+			} else {
 				tally_add(fail.items, "wrong or missing message", 24, 1);
-			failures_note(&fail, "pop", r.body_len ? r.body : "(no body)",
-				      r.body_len ? r.body_len : 9);
+				failures_note(&fail, what, r.body, r.body_len);
+			}
 			hc_recv(&prod, &pr);
 			latency_drain(&prod, queue);
 			continue;
@@ -1788,6 +1798,7 @@ static void usage(FILE *out)
 		"  --many-partitions N  the \"many partitions\" count (default 10000)\n"
 		"  --samples N          long-poll latency samples (default 200)\n"
 		"  --pop-partitions N   send partitions=N with each pop (default: not sent, i.e. 1)\n"
+		"  --verbose            print every failure to stderr, not only the first of a phase\n"
 		"Exit status: 0 clean run, 1 when any failure was counted, 2 on usage/setup error.\n");
 }
 
@@ -1871,6 +1882,7 @@ int main(int argc, char **argv)
 		{ "many-partitions", required_argument, NULL, 'n' },
 		{ "samples", required_argument, NULL, 's' },
 		{ "pop-partitions", required_argument, NULL, 'w' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1917,6 +1929,9 @@ int main(int argc, char **argv)
 			break;
 		case 'w':
 			opt.pop_partitions = (int)parse_long(optarg, "--pop-partitions", 1);
+			break;
+		case 'v':
+			opt.verbose = true;
 			break;
 		case 'h':
 			usage(stdout);

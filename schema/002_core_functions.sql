@@ -112,8 +112,17 @@ BEGIN
 END
 $$;
 
--- Push (SPEC.md 4).  One row per input item.  Hot path: one lock statement and one
--- set-based statement, whatever the number of items and partitions.
+-- Push (SPEC.md 4).  One row per input item.  The partition locks are held from the lock
+-- statement to commit, and every push to those partitions waits for them, so the locked part
+-- is kept to the fewest, simplest statements:
+--   lock     lock the partitions in id order, read next offsets (1 statement);
+--   dedup    only when the call carries transactionIds: judge in-call repeats and claim the
+--            keys in queen_dedup (1 statement);
+--   write    segments (one per partition and chunk of 1000), partition rows, the
+--            notification and the answer (1 statement).
+-- Names are resolved (and queues and partitions created) before the lock.  A key found live
+-- in its window makes its item a duplicate; then offsets are recomputed (slow path: only a
+-- replayed or retried push).
 CREATE FUNCTION queen_push(p_pid uuid[], p_queue text[], p_partition text[], p_id uuid[],
 			   p_txn text[], p_trace text[], p_payload text[], p_sub text[])
 RETURNS TABLE (idx int, status text, message_id uuid, queue_id uuid, partition_id uuid,
@@ -123,8 +132,18 @@ LANGUAGE plpgsql AS $$
 DECLARE
 	v_n int := coalesce(cardinality(p_id), 0);
 	v_pid uuid[] := p_pid;
-	v_locked int;
-	v_want int;
+	v_lpid uuid[];		-- locked partitions, id order, and for each:
+	v_base bigint[];	--   next_offset when locked
+	v_ts timestamptz[];	--   created_at of the segments written now
+	v_qid uuid[];		--   queue id
+	v_win int[];		--   dedup window of its queue
+	v_maxwin int;
+	v_want int;		-- distinct partition ids asked for
+	v_first int[];		-- per item: index of the first item with its key (in-call repeat)
+	v_dmid uuid[];		-- per item: id of the committed message it duplicates
+	v_doff bigint[];
+	v_nkeys int;
+	v_acc int;
 	v_try int := 0;
 BEGIN
 	IF v_n = 0 THEN
@@ -133,96 +152,148 @@ BEGIN
 	IF v_pid IS NULL THEN
 		v_pid := array_fill(NULL::uuid, ARRAY[v_n]);
 	END IF;
-	IF array_position(v_pid, NULL) IS NOT NULL THEN
-		v_pid := queen_resolve_partitions(v_pid, p_queue, p_partition);
-	END IF;
 
-	-- Lock every touched partition, in id order.  A known id that no longer exists (its
-	-- queue was deleted) is resolved again by name.
 	LOOP
-		SELECT count(*) INTO v_locked FROM (
-			SELECT 1 FROM queen_partitions p WHERE p.id = ANY (v_pid)
-			ORDER BY p.id FOR UPDATE) l;
+		IF array_position(v_pid, NULL) IS NOT NULL THEN
+			v_pid := queen_resolve_partitions(v_pid, p_queue, p_partition);
+		END IF;
+		-- The subquery's order is the lock order and the order of the arrays.
+		SELECT array_agg(l.id), array_agg(l.next_offset),
+		       array_agg(greatest(clock_timestamp(), l.last_created_at)),
+		       array_agg(l.queue_id), array_agg(l.win), max(l.win)
+		INTO v_lpid, v_base, v_ts, v_qid, v_win, v_maxwin
+		FROM (SELECT p.id, p.next_offset, p.last_created_at, p.queue_id,
+			     q.dedup_window_seconds AS win
+		      FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+		      WHERE p.id = ANY (v_pid)
+		      ORDER BY p.id
+		      FOR UPDATE OF p) l;
 		SELECT count(DISTINCT x) INTO v_want FROM unnest(v_pid) x;
-		EXIT WHEN v_locked = v_want AND array_position(v_pid, NULL) IS NULL;
+		EXIT WHEN cardinality(v_lpid) = v_want;
+		-- A partition id the broker knew is gone (its queue was deleted): forget it and
+		-- resolve that item by name again.  Rare; locks taken so far are kept.
 		v_try := v_try + 1;
 		IF v_try > 3 THEN
-			RAISE EXCEPTION 'queen_push: cannot resolve partitions';
+			RAISE EXCEPTION 'queen_push: partitions vanished while pushing';
 		END IF;
-		SELECT array_agg(p.id ORDER BY u.o) INTO v_pid
-		FROM unnest(v_pid) WITH ORDINALITY AS u (pid, o)
-		LEFT JOIN queen_partitions p ON p.id = u.pid;
-		v_pid := queen_resolve_partitions(v_pid, p_queue, p_partition);
+		SELECT array_agg(CASE WHEN u.pid = ANY (v_lpid) THEN u.pid END ORDER BY u.o)
+		INTO v_pid FROM unnest(v_pid) WITH ORDINALITY AS u (pid, o);
 	END LOOP;
+
+	IF v_maxwin > 0 AND p_txn IS NOT NULL AND array_remove(p_txn, NULL) <> '{}' THEN
+		-- Claim the keys.  ON CONFLICT sees the newest committed rows whatever the
+		-- snapshot: a key live within its window is not claimed (its item is a duplicate),
+		-- an expired one is taken over.  Offsets assume no committed duplicate.
+		WITH it AS (
+			SELECT (u.o - 1)::int AS i, u.pid, u.mid, b.base, b.ts,
+			       CASE WHEN u.txn IS NOT NULL AND b.win > 0
+				    THEN queen_txn_key(u.txn) END AS key
+			FROM unnest(v_pid, p_id, p_txn) WITH ORDINALITY AS u (pid, mid, txn, o)
+			JOIN unnest(v_lpid, v_base, v_ts, v_win) AS b (pid, base, ts, win)
+				ON b.pid = u.pid
+		), f AS (
+			SELECT it.*,
+			       CASE WHEN it.key IS NULL THEN it.i ELSE first_value(it.i) OVER (
+					PARTITION BY it.pid, it.key ORDER BY it.i) END AS fi
+			FROM it
+		), r AS (
+			SELECT f.*, count(*) FILTER (WHERE f.fi = f.i) OVER (
+					PARTITION BY f.pid ORDER BY f.i) - 1 AS rel
+			FROM f
+		), ins AS (
+			INSERT INTO queen_dedup AS d (partition_id, txn_id, message_id, off,
+						      created_at)
+			SELECT r.pid, r.key, r.mid, r.base + r.rel, r.ts
+			FROM r WHERE r.key IS NOT NULL AND r.fi = r.i
+			ON CONFLICT (partition_id, txn_id) DO UPDATE
+			SET message_id = excluded.message_id, off = excluded.off,
+			    created_at = excluded.created_at
+			WHERE d.created_at <= now() - (
+				SELECT make_interval(secs => q.dedup_window_seconds)
+				FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+				WHERE p.id = d.partition_id)
+			RETURNING 1
+		)
+		SELECT array_agg(CASE WHEN r.fi <> r.i THEN r.fi END ORDER BY r.i),
+		       count(*) FILTER (WHERE r.key IS NOT NULL AND r.fi = r.i),
+		       (SELECT count(*) FROM ins)
+		INTO v_first, v_nkeys, v_acc
+		FROM r;
+
+		IF v_acc < v_nkeys THEN
+			-- Slow path: some keys are live.  Their rows were left alone; mark those
+			-- items and correct the offsets of the rows claimed.
+			SELECT array_agg(CASE WHEN d.message_id <> u.mid THEN d.message_id END
+					 ORDER BY u.o),
+			       array_agg(CASE WHEN d.message_id <> u.mid THEN d.off END ORDER BY u.o)
+			INTO v_dmid, v_doff
+			FROM unnest(v_pid, p_id, p_txn, v_first) WITH ORDINALITY
+				AS u (pid, mid, txn, fi, o)
+			JOIN unnest(v_lpid, v_win) AS b (pid, win) ON b.pid = u.pid
+			LEFT JOIN queen_dedup d ON u.txn IS NOT NULL AND b.win > 0
+				AND u.fi IS NULL AND d.partition_id = u.pid
+				AND d.txn_id = queen_txn_key(u.txn);
+
+			UPDATE queen_dedup d SET off = r.base + r.rel
+			FROM (SELECT u.pid, u.mid, u.txn, b.base,
+				     row_number() OVER (PARTITION BY u.pid ORDER BY u.o) - 1 AS rel
+			      FROM unnest(v_pid, p_id, p_txn, v_first, v_dmid) WITH ORDINALITY
+					AS u (pid, mid, txn, fi, dmid, o)
+			      JOIN unnest(v_lpid, v_base) AS b (pid, base) ON b.pid = u.pid
+			      WHERE u.fi IS NULL AND u.dmid IS NULL) r
+			WHERE r.txn IS NOT NULL AND d.partition_id = r.pid
+			  AND d.txn_id = queen_txn_key(r.txn) AND d.message_id = r.mid
+			  AND d.off <> r.base + r.rel;
+		END IF;
+	END IF;
 
 	RETURN QUERY
 	WITH it AS (
-		SELECT (u.o - 1)::int AS i, u.pid, u.mid, u.txn, u.trace, u.payload, u.sub
-		FROM unnest(v_pid, p_id, p_txn, p_trace, p_payload, p_sub) WITH ORDINALITY
-			AS u (pid, mid, txn, trace, payload, sub, o)
-	), pt AS (
-		SELECT p.id AS pid, p.queue_id AS qid, p.next_offset AS base,
-		       greatest(clock_timestamp(), p.last_created_at) AS ts,
-		       q.dedup_window_seconds AS win
-		FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
-		WHERE p.id = ANY (v_pid)
-	), k AS (
-		SELECT it.*, pt.qid, pt.base, pt.ts,
-		       CASE WHEN it.txn IS NOT NULL AND pt.win > 0 THEN queen_txn_key(it.txn) END AS key,
-		       pt.win
-		FROM it JOIN pt USING (pid)
-	), w AS (
-		SELECT k.*,
-		       row_number() OVER (PARTITION BY k.pid, k.key ORDER BY k.i) AS rn,
-		       first_value(k.mid) OVER (PARTITION BY k.pid, k.key ORDER BY k.i) AS first_mid,
-		       d.message_id AS dup_mid, d.off AS dup_off
-		FROM k LEFT JOIN queen_dedup d
-			ON k.key IS NOT NULL AND d.partition_id = k.pid AND d.txn_id = k.key
-			AND d.created_at > now() - make_interval(secs => k.win)
-	), q AS (
-		SELECT w.*, w.base + row_number() OVER (PARTITION BY w.pid ORDER BY w.i) - 1 AS off
-		FROM w
-		WHERE w.dup_mid IS NULL AND (w.key IS NULL OR w.rn = 1)
+		SELECT (u.o - 1)::int AS i, u.pid, u.mid, u.txn, u.trace, u.payload, u.sub, u.fi,
+		       u.dmid, u.doff, u.fi IS NULL AND u.dmid IS NULL AS acc
+		FROM unnest(v_pid, p_id, p_txn, p_trace, p_payload, p_sub, v_first, v_dmid, v_doff)
+			WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, fi, dmid, doff, o)
+	), r AS (
+		SELECT it.i, it.pid, it.mid, it.txn, it.trace, it.payload, it.sub,
+		       row_number() OVER (PARTITION BY it.pid ORDER BY it.i) - 1 AS rel
+		FROM it WHERE it.acc
+	), b AS (
+		SELECT x.pid, x.base, x.ts, x.qid, coalesce(c.n, 0) AS n
+		FROM unnest(v_lpid, v_base, v_ts, v_qid) AS x (pid, base, ts, qid)
+		LEFT JOIN (SELECT r.pid, count(*) AS n FROM r GROUP BY r.pid) c ON c.pid = x.pid
 	), seg AS (
 		INSERT INTO queen_segments (partition_id, base_offset, end_offset, created_at, ids,
 					    txn_ids, trace_ids, payloads, producer_subs)
-		SELECT q.pid, min(q.off), max(q.off), min(q.ts),
-		       array_agg(q.mid ORDER BY q.off),
-		       array_agg(coalesce(q.txn, q.mid::text) ORDER BY q.off),
-		       CASE WHEN count(q.trace) > 0 THEN array_agg(q.trace ORDER BY q.off) END,
-		       array_agg(q.payload ORDER BY q.off),
-		       CASE WHEN count(q.sub) > 0 THEN array_agg(q.sub ORDER BY q.off) END
-		FROM q
-		GROUP BY q.pid, (q.off - q.base) / 1000
-	), dd AS (
-		INSERT INTO queen_dedup AS d (partition_id, txn_id, message_id, off, created_at)
-		SELECT q.pid, q.key, q.mid, q.off, q.ts FROM q WHERE q.key IS NOT NULL
-		ON CONFLICT (partition_id, txn_id) DO UPDATE
-		SET message_id = excluded.message_id, off = excluded.off,
-		    created_at = excluded.created_at
-	), cnt AS (
-		SELECT q.pid, count(*) AS n, min(q.ts) AS ts, min(q.base) AS base
-		FROM q GROUP BY q.pid
+		SELECT r.pid, b.base + min(r.rel), b.base + max(r.rel), b.ts,
+		       array_agg(r.mid ORDER BY r.rel),
+		       array_agg(coalesce(r.txn, r.mid::text) ORDER BY r.rel),
+		       CASE WHEN count(r.trace) > 0 THEN array_agg(r.trace ORDER BY r.rel) END,
+		       array_agg(r.payload ORDER BY r.rel),
+		       CASE WHEN count(r.sub) > 0 THEN array_agg(r.sub ORDER BY r.rel) END
+		FROM r JOIN b ON b.pid = r.pid
+		GROUP BY r.pid, r.rel / 1000, b.base, b.ts
 	), up AS (
 		UPDATE queen_partitions p
-		SET next_offset = p.next_offset + cnt.n, last_created_at = cnt.ts
-		FROM cnt WHERE p.id = cnt.pid
+		SET next_offset = b.base + b.n, last_created_at = b.ts
+		FROM b WHERE p.id = b.pid AND b.n > 0
 	), nt AS (
 		SELECT pg_notify('queen_push', CASE WHEN length(x.s) > 7000 THEN '*' ELSE x.s END)
-		FROM (SELECT string_agg(cnt.pid::text || ':' || (cnt.base + cnt.n - 1)::text, ',') AS s
-		      FROM cnt) x
+		FROM (SELECT string_agg(b.pid::text || ':' || (b.base + b.n - 1)::text, ',') AS s
+		      FROM b WHERE b.n > 0) x
 		WHERE x.s IS NOT NULL
 	)
-	SELECT w.i,
-	       CASE WHEN q.i IS NOT NULL THEN 'queued' ELSE 'duplicate' END,
-	       coalesce(q.mid, w.dup_mid, w.first_mid),
-	       w.qid, w.pid,
-	       coalesce(q.off, w.dup_off, f.off),
-	       w.base + coalesce(cnt.n, 0) - 1
-	FROM w
-	LEFT JOIN q ON q.i = w.i
-	LEFT JOIN q f ON q.i IS NULL AND w.dup_mid IS NULL AND f.pid = w.pid AND f.key = w.key
-	LEFT JOIN cnt ON cnt.pid = w.pid
+	SELECT it.i,
+	       CASE WHEN it.acc THEN 'queued' ELSE 'duplicate' END,
+	       CASE WHEN it.acc THEN it.mid ELSE coalesce(it.dmid, f.dmid, f.mid) END,
+	       b.qid, it.pid,
+	       CASE WHEN it.acc THEN b.base + r.rel
+		    ELSE coalesce(it.doff, f.doff, b.base + fr.rel) END,
+	       b.base + b.n - 1
+	FROM it
+	JOIN b ON b.pid = it.pid
+	LEFT JOIN r ON it.acc AND r.i = it.i
+	LEFT JOIN it f ON f.i = it.fi
+	LEFT JOIN r fr ON fr.i = it.fi
 	LEFT JOIN nt ON true;
 END
 $$;

@@ -7,6 +7,7 @@
 #include "log.h"
 #include "qassert.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
@@ -290,6 +291,7 @@ static int
 conf_validate(const struct conf *c, char *err, size_t errlen)
 {
 	const char *k = c->encryption_key;
+	struct in_addr addr;
 
 	if (k[0] != '\0') {
 		size_t n = strlen(k);
@@ -301,6 +303,10 @@ conf_validate(const struct conf *c, char *err, size_t errlen)
 			snprintf(err, errlen, "QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters");
 			return -1;
 		}
+	}
+	if (inet_pton(AF_INET, c->host, &addr) != 1) {
+		snprintf(err, errlen, "HOST: '%s' is not an IPv4 address", c->host);
+		return -1;
 	}
 	if (c->jwt_enabled) {
 		snprintf(err, errlen, "JWT_ENABLED: token authentication is not available in this "
@@ -373,6 +379,10 @@ conf_overlay(struct conf *c, const char *file, int argc, char **argv, enum conf_
 	return conf_validate(c, err, errlen);
 }
 
+/* The command line, kept so a reload applies the same flags again. */
+static int conf_argc;
+static char **conf_argv;
+
 static const char *
 conf_file_arg(int argc, char **argv)
 {
@@ -390,6 +400,8 @@ conf_load(struct conf *out, int argc, char **argv, enum conf_action *action, cha
 	  size_t errlen)
 {
 	*action = CONF_RUN;
+	conf_argc = argc;
+	conf_argv = argv;
 	conf_defaults(out);
 	if (conf_overlay(out, conf_file_arg(argc, argv), argc, argv, action, err, errlen) < 0) {
 		conf_free(out);
@@ -421,10 +433,10 @@ conf_reload(struct conf *cur, char *err, size_t errlen)
 {
 	struct conf next;
 	enum conf_action action;
-	char argv0_buf[] = "queend", *argv0 = argv0_buf;
 
 	conf_defaults(&next);
-	if (conf_overlay(&next, cur->config_file, 1, &argv0, &action, err, errlen) < 0) {
+	if (conf_overlay(&next, cur->config_file, conf_argc, conf_argv, &action, err,
+			 errlen) < 0) {
 		conf_free(&next);
 		return -1;
 	}
@@ -494,7 +506,7 @@ conf_print_help(FILE *f)
 		flag_name(d, fname, sizeof(fname));
 		fprintf(f, "  --%s=VALUE, %s%s%s\n      %s (default: %s)%s\n", fname, d->name,
 			d->alias ? " or " : "", d->alias ? d->alias : "", d->help,
-			d->secret ? "unset" : (d->def[0] ? d->def : "empty"),
+			d->def[0] ? d->def : "empty",
 			d->reload ? " [reload]" : "");
 	}
 }

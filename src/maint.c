@@ -4,11 +4,13 @@
 #include "maint.h"
 #include "conf.h"
 #include "dbpool.h"
+#include "h_kv.h"
 #include "http.h"
 #include "log.h"
 #include "longpoll.h"
 #include "pindex.h"
 #include "qassert.h"
+#include "timers.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -26,6 +28,8 @@ struct maint_task {
 };
 
 static struct maint_task maint_tasks[] = {
+	{ "kv_prune", kv_prune_interval_ms, kv_prune, 0 },
+	{ "timers", timers_interval_ms, timers_sweep, 0 },
 	{ NULL, NULL, NULL, 0 },
 };
 

@@ -5,10 +5,12 @@
 #include "router.h"
 #include "h_ack.h"
 #include "h_dlq.h"
+#include "h_kv.h"
 #include "h_ops.h"
 #include "h_pop.h"
 #include "h_push.h"
 #include "h_queue.h"
+#include "h_timers.h"
 #include "http.h"
 #include "qassert.h"
 
@@ -33,6 +35,15 @@ static const struct route routes[] = {
 	{ "GET", "/health", BODY_NONE, NULL, h_health, NULL },
 	{ "GET", "/metrics", BODY_NONE, NULL, h_metrics, NULL },
 	{ "GET", "/metrics/prometheus", BODY_NONE, NULL, h_prometheus, NULL },
+	{ "POST", "/api/v1/kv", BODY_JSON, h_kv_prepare, h_kv_run, NULL },
+	{ "GET", "/api/v1/kv/:ns/*key", BODY_NONE, h_kv_key_prepare, h_kv_key_run, NULL },
+	{ "PUT", "/api/v1/kv/:ns/*key", BODY_JSON, h_kv_key_prepare, h_kv_key_run, NULL },
+	{ "DELETE", "/api/v1/kv/:ns/*key", BODY_JSON_OPTIONAL, h_kv_key_prepare, h_kv_key_run,
+	  NULL },
+	{ "POST", "/api/v1/timers", BODY_JSON, h_timers_prepare, h_timers_apply, NULL },
+	{ "GET", "/api/v1/timers/:queue", BODY_NONE, h_timers_list_prepare, h_timers_list, NULL },
+	{ "GET", "/api/v1/timers/:queue/*timerKey", BODY_NONE, NULL, h_timers_get, NULL },
+	{ "DELETE", "/api/v1/timers/:queue/*timerKey", BODY_NONE, NULL, h_timers_cancel, NULL },
 };
 
 static int

@@ -37,6 +37,40 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_STATS] = { "stats", "SELECT queen_stats()::text", 0 },
 	[SQL_PING] = { "ping", "SELECT 1", 0 },
 	[SQL_LISTEN] = { "listen", "LISTEN queen_push", 0 },
+	[SQL_KV] = { "kv", "SELECT queen_kv($1::jsonb)::text", 1 },
+	[SQL_KV_PRUNE] = { "kv_prune", "SELECT queen_kv_prune($1::int)", 1 },
+	[SQL_TIMERS_APPLY] = { "timers_apply", "SELECT queen_timers_apply($1::jsonb)::text", 1 },
+	[SQL_TIMERS_CANCEL] = { "timers_cancel",
+		"SELECT (queen_timers_apply(jsonb_build_array(jsonb_build_object('op', 'cancel', "
+		"'queue', $1::text, 'timerKey', $2::text)))->0)::text", 2 },
+	[SQL_TIMERS_GET] = { "timers_get", "SELECT queen_timers_get($1, $2)::text", 2 },
+	[SQL_TIMERS_LIST] = { "timers_list",
+		"SELECT queen_timers_list($1, $2, $3::int)::text", 3 },
+	[SQL_TIMERS_FIRE] = { "timers_fire",
+		"SELECT queue_name, partition_name, queue_id, partition_id, log_end, queued, fired, "
+		"failed, dead FROM queen_timers_fire($1::int)", 1 },
+	[SQL_GROUPS_LIST] = { "groups_list", "SELECT queen_groups_list()::text", 0 },
+	[SQL_GROUPS_LAGGING] = { "groups_lagging",
+		"SELECT queen_groups_lagging($1::int)::text", 1 },
+	[SQL_GROUP_DETAIL] = { "group_detail", "SELECT queen_group_detail($1)::text", 1 },
+	[SQL_GROUP_DELETE] = { "group_delete",
+		"SELECT queen_group_delete($1, $2, $3::bool)::text", 3 },
+	[SQL_GROUP_SUBSCRIPTION] = { "group_subscription",
+		"SELECT queen_group_subscription($1, $2::timestamptz)::text", 2 },
+	[SQL_SEEK] = { "seek",
+		"SELECT verdict, partition_id, partition_name, committed "
+		"FROM queen_seek($1, $2, $3, $4::timestamptz)", 4 },
+	[SQL_DLQ_PURGE] = { "dlq_purge", "SELECT queen_dlq_purge($1, $2)::text", 2 },
+	[SQL_DLQ_REPLAY] = { "dlq_replay",
+		"SELECT o_result, o_dlq_id, o_status, o_message_id, o_queue_id, o_partition_id, "
+		"o_log_end, o_queue, o_partition, o_txn "
+		"FROM queen_dlq_replay($1::uuid, $2::uuid, $3, $4, $5, $6::uuid)", 6 },
+	[SQL_MESSAGES_LIST] = { "messages_list",
+		"SELECT queen_messages_list($1, $2, $3, $4::timestamptz, $5::timestamptz, $6::int, "
+		"$7::int)::text", 7 },
+	[SQL_MESSAGE_GET] = { "message_get", "SELECT queen_message_get($1::uuid, $2)::text", 2 },
+	[SQL_MESSAGE_DELETE] = { "message_delete",
+		"SELECT queen_message_delete($1::uuid, $2)::text", 2 },
 };
 
 const struct sql_stmt *

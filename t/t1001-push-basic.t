@@ -55,11 +55,13 @@ subtest 'no partition named: the partition is Default' => sub {
 };
 
 subtest 'queue created by a push: namespace and task from the dotted name, push defaults' => sub {
-	my $e = find_queue($q, 'billing.invoice.v2');
-	ok($e, 'listed in /api/v1/resources/queues') or return;
-	is($e->{namespace}, 'billing', 'namespace = before the first dot');
-	is($e->{task}, 'invoice', 'task = between the first and second dot');
-	my ($s, $d) = $q->get('/api/v1/resources/queues/billing.invoice.v2');
+	my ($s, $d) = $q->get('/api/v1/pop', { namespace => 'billing', task => 'invoice',
+		consumerGroup => 'labels', subscriptionMode => 'all' });
+	is($s, 200, 'found by namespace=billing&task=invoice');
+	is($d->{messages}[0]{queue}, 'billing.invoice.v2', 'namespace before the first dot, task after');
+	($s) = $q->get('/api/v1/pop', { namespace => 'billing', task => 'invoice.v2' });
+	is($s, 204, 'task stops at the second dot');
+	($s, $d) = $q->get('/api/v1/resources/queues/billing.invoice.v2');
 	is($s, 200, 'queue detail');
 	is($d->{options}{leaseTime}, 60, 'leaseTime 60 for a queue created by a push');
 	is($d->{options}{retryLimit}, 3, 'retryLimit default 3');

@@ -79,7 +79,7 @@ subtest 'the operator views list the queue' => sub {
 
 subtest 'unknown queue: 404 {"error":"Queue not found"}' => sub {
 	my ($s, $d) = $q->get('/api/v1/resources/queues/nope');
-	is($s, 404, '404');
+	is($s, 404, 'status 404');
 	is($d->{error}, 'Queue not found', 'Queue not found');
 };
 

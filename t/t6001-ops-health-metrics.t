@@ -13,7 +13,7 @@ my $q = start_queend();
 
 subtest '/health' => sub {
 	my ($s, $b, $h) = $q->get('/health');
-	is($s, 200, '200');
+	is($s, 200, 'status 200');
 	like($h->{'content-type'} // '', qr{^application/json}, 'JSON');
 	is($b->{status}, 'healthy', 'status healthy');
 	is($b->{database}, 'connected', 'database connected');
@@ -31,7 +31,7 @@ $q->ack_all($popped);
 
 subtest '/metrics: a JSON snapshot' => sub {
 	my ($s, $b, $h) = $q->get('/metrics');
-	is($s, 200, '200');
+	is($s, 200, 'status 200');
 	like($h->{'content-type'} // '', qr{^application/json}, 'JSON');
 	is(ref $b, 'HASH', 'an object');
 	my $text = to_json($b);
@@ -43,7 +43,7 @@ subtest '/metrics: a JSON snapshot' => sub {
 
 subtest '/metrics/prometheus: text exposition' => sub {
 	my ($s, undef, $h, $text) = $q->get('/metrics/prometheus');
-	is($s, 200, '200');
+	is($s, 200, 'status 200');
 	like($h->{'content-type'} // '', qr{^text/plain;\s*version=0\.0\.4}, 'text/plain; version=0.0.4');
 	my @samples = grep { length && !/^#/ } split /\n/, $text;
 	ok(@samples > 0, scalar(@samples) . ' samples');

@@ -29,10 +29,11 @@ subtest 'a push during the outage is answered, buffered' => sub {
 	my $t0 = time;
 	my ($s, $b) = $q->push_items({ queue => 'out', transactionId => 'during-0', payload => 'spooled' });
 	my $took = time - $t0;
-	is($s, 201, sprintf('answered 201 in %.2f s', $took));
+	is($s, 201, sprintf('answered 201 in %.2f s', $took)) or diag(explain $b);
 	ok($took < 15, 'without hanging');
-	is($b->[0]{status}, 'buffered', 'status buffered');
-	is($b->[0]{transaction_id}, 'during-0', 'transaction_id');
+	my $e = ref $b eq 'ARRAY' ? $b->[0] : {};
+	is($e->{status}, 'buffered', 'status buffered');
+	is($e->{transaction_id}, 'during-0', 'transaction_id');
 	($s, $b) = $q->get('/api/v1/status/buffers');
 	is($s, 200, '/api/v1/status/buffers');
 	ok(($b->{pendingCount} // 0) >= 1, 'pendingCount >= 1');
@@ -70,7 +71,7 @@ subtest 'the broker reconnects by itself and drains the spool' => sub {
 	($s, $b) = $q->get('/api/v1/status/buffers');
 	is($b->{pendingCount}, 0, 'the spool is empty');
 	($s, $b) = $q->push_items({ queue => 'out', transactionId => 'after-0' });
-	is($b->[0]{status}, 'queued', 'pushes are queued again');
+	is(ref $b eq 'ARRAY' ? $b->[0]{status} : $s, 'queued', 'pushes are queued again');
 };
 
 done_testing;

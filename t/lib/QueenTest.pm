@@ -185,7 +185,7 @@ sub start_pg {
 	$pg->_run('initdb', '-D', $pg->{data}, '-U', 'postgres', '-A', 'trust', '-N', '-E', 'UTF8',
 		'--locale=C') == 0 or die "initdb failed:\n" . _slurp("$dir/pg-cmd.log");
 	open my $fh, '>>', "$pg->{data}/postgresql.conf" or die "postgresql.conf: $!";
-	print {$fh} "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n",
+	print {$fh} "fsync = off\nfull_page_writes = off\n",
 		"listen_addresses = '127.0.0.1'\nunix_socket_directories = '$dir'\n",
 		"max_connections = 200\nshared_buffers = 32MB\n";
 	close $fh;
@@ -471,7 +471,10 @@ sub result {
 		last unless $n;
 	}
 	close $fh;
-	if (waitpid($self->{pid}, WNOHANG) != $self->{pid}) {
+	# The child closes its end just before it exits: give it a moment to be reaped.
+	my $reaped = QueenTest::wait_until(sub { waitpid($self->{pid}, WNOHANG) == $self->{pid} },
+		$deadline - time > 1 ? 2 : 0.5, 0.01);
+	if (!$reaped) {
 		kill 'KILL', $self->{pid};
 		waitpid($self->{pid}, 0);
 		return $self->{result} = { error => 'child did not finish in time' };

@@ -1,0 +1,317 @@
+-- 004_timers.sql: timers (SPEC.md 14).
+--
+-- A timer is one row keyed by (queue name, timer key); scheduling the same key again replaces
+-- it.  When it falls due, the sweeper of every broker (queen_timers_fire, called by the
+-- maintenance thread) claims it with FOR UPDATE SKIP LOCKED, pushes its payload through
+-- queen_push (so dedup applies: transactionId = txn, message id = the id promised when it was
+-- scheduled) and deletes it in the same transaction.  Invariant: a timer fires at most once
+-- per schedule, whatever the number of brokers on the database; a replace or cancel racing the
+-- sweeper either waits for it (and finds the timer gone) or wins (and the sweeper skips it).
+--
+-- A timer whose push fails is retried with a backoff of 0.2 s doubling; its 5th failure moves
+-- it to queen_dlq with the last error as reason (group "__TIMERS__").
+--
+-- Names, not ids: a timer may name a queue that does not exist yet (the push creates it).
+
+CREATE TABLE queen_timers (
+	queue_name			text NOT NULL,
+	timer_key			text NOT NULL,
+	partition_name			text NOT NULL DEFAULT 'Default',
+	deliver_at			timestamptz NOT NULL,	-- when it (next) fires
+	txn				text NOT NULL,	-- transactionId of the delivered message
+	message_id			uuid NOT NULL,	-- promised when scheduled
+	payload				text NOT NULL,	-- JSON text, never parsed on the hot path
+	attempts			integer NOT NULL DEFAULT 0,	-- failed deliveries so far
+	last_error			text,
+	created_at			timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (queue_name, timer_key)
+);
+-- The sweeper's probe: due timers, oldest first.
+CREATE INDEX queen_timers_due ON queen_timers (deliver_at);
+
+-- Schedule and cancel (SPEC.md 14), in input order; one result per operation, as a jsonb
+-- array.  p_ops is what the broker's validator (h_timers_validate_ops) produced:
+--   {"op":"schedule","queue","timerKey","partition","delayMs","txn","messageId","payload"}
+--     payload = the JSON text of the payload, as a string (stored as is);
+--   {"op":"cancel","queue","timerKey"}.
+-- Usable alone or inside a larger transaction (the transaction route's timers array).
+CREATE FUNCTION queen_timers_apply(p_ops jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_op jsonb;
+	v_i int;
+	v_at timestamptz;
+	v_new bool;
+	v_n int;
+	v_out jsonb[] := '{}';
+BEGIN
+	FOR v_op, v_i IN
+		SELECT e.v, (e.o - 1)::int
+		FROM jsonb_array_elements(coalesce(p_ops, '[]'::jsonb)) WITH ORDINALITY AS e (v, o)
+		ORDER BY e.o
+	LOOP
+		IF v_op->>'queue' IS NULL OR v_op->>'timerKey' IS NULL THEN
+			RAISE EXCEPTION 'queen_timers_apply: operation % lacks queue or timerKey', v_i;
+		END IF;
+		IF v_op->>'op' = 'schedule' THEN
+			IF (v_op->>'delayMs')::bigint IS NULL OR (v_op->>'delayMs')::bigint < 0
+			   OR v_op->>'messageId' IS NULL OR v_op->>'payload' IS NULL THEN
+				RAISE EXCEPTION 'queen_timers_apply: operation % is not a valid schedule',
+					v_i;
+			END IF;
+			v_at := now() + (v_op->>'delayMs')::bigint * interval '1 millisecond';
+			INSERT INTO queen_timers AS t (queue_name, timer_key, partition_name, deliver_at,
+						       txn, message_id, payload, created_at)
+			VALUES (v_op->>'queue', v_op->>'timerKey',
+				coalesce(v_op->>'partition', 'Default'), v_at,
+				coalesce(v_op->>'txn', v_op->>'messageId'), (v_op->>'messageId')::uuid,
+				v_op->>'payload', now())
+			ON CONFLICT (queue_name, timer_key) DO UPDATE
+			SET partition_name = excluded.partition_name, deliver_at = excluded.deliver_at,
+			    txn = excluded.txn, message_id = excluded.message_id,
+			    payload = excluded.payload, attempts = 0, last_error = NULL,
+			    created_at = excluded.created_at
+			RETURNING t.xmax = 0 INTO v_new;
+			v_out := v_out || jsonb_build_object(
+				'index', v_i, 'op', 'schedule', 'ok', true, 'status', 'scheduled',
+				'queue', v_op->>'queue', 'timerKey', v_op->>'timerKey',
+				'partition', coalesce(v_op->>'partition', 'Default'),
+				'txn', coalesce(v_op->>'txn', v_op->>'messageId'),
+				'messageId', v_op->>'messageId', 'deliverAt', queen_ts(v_at),
+				'replaced', NOT v_new);
+		ELSIF v_op->>'op' = 'cancel' THEN
+			DELETE FROM queen_timers t
+			WHERE t.queue_name = v_op->>'queue' AND t.timer_key = v_op->>'timerKey';
+			GET DIAGNOSTICS v_n = ROW_COUNT;
+			v_out := v_out || jsonb_build_object(
+				'index', v_i, 'op', 'cancel', 'ok', true,
+				'status', CASE WHEN v_n > 0 THEN 'cancelled' ELSE 'absent' END,
+				'queue', v_op->>'queue', 'timerKey', v_op->>'timerKey');
+		ELSE
+			RAISE EXCEPTION 'queen_timers_apply: operation % has an unknown op', v_i;
+		END IF;
+	END LOOP;
+	RETURN to_jsonb(v_out);
+END
+$$;
+
+-- One pending timer as the API shows it; the payload only when asked (peek, not list).
+CREATE FUNCTION queen_timer_json(t queen_timers, p_payload bool) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+	SELECT jsonb_build_object(
+		'queue', t.queue_name, 'timerKey', t.timer_key, 'partition', t.partition_name,
+		'txn', t.txn, 'messageId', t.message_id, 'deliverAt', queen_ts(t.deliver_at),
+		'attempts', t.attempts, 'lastError', t.last_error,
+		'createdAt', queen_ts(t.created_at), 'payloadBytes', octet_length(t.payload))
+	       || CASE WHEN p_payload THEN jsonb_build_object('payload', t.payload::jsonb)
+		       ELSE '{}'::jsonb END
+$$;
+
+-- Peek: the pending timer, or NULL.
+CREATE FUNCTION queen_timers_get(p_queue text, p_key text) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+	SELECT queen_timer_json(t, true) FROM queen_timers t
+	WHERE t.queue_name = p_queue AND t.timer_key = p_key
+$$;
+
+-- List the pending timers of a queue in timerKey order, after p_after (exclusive), at most
+-- p_limit; nextAfter is the key to pass as after= for the next page (NULL on the last one).
+CREATE FUNCTION queen_timers_list(p_queue text, p_after text, p_limit int) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+	WITH rows AS (
+		SELECT t, t.timer_key AS k, row_number() OVER (ORDER BY t.timer_key) AS rn
+		FROM queen_timers t
+		WHERE t.queue_name = p_queue AND (p_after IS NULL OR t.timer_key > p_after)
+		ORDER BY t.timer_key
+		LIMIT p_limit + 1
+	)
+	SELECT jsonb_build_object(
+		'queue', p_queue,
+		'timers', coalesce(jsonb_agg(queen_timer_json(r.t, false) ORDER BY r.k)
+				   FILTER (WHERE r.rn <= p_limit), '[]'::jsonb),
+		'truncated', count(*) > p_limit,
+		'nextAfter', CASE WHEN count(*) > p_limit THEN
+				(array_agg(r.k ORDER BY r.k DESC) FILTER (WHERE r.rn <= p_limit))[1]
+			     END)
+	FROM rows r
+$$;
+
+-- A claimed timer on its way to queen_push.
+CREATE TYPE queen_timer_due AS (
+	queue_name	text,
+	timer_key	text,
+	partition_name	text,
+	txn		text,
+	message_id	uuid,
+	payload		text,
+	attempts	int
+);
+
+-- What became of one claimed timer: status queued|duplicate with where it went, or error.
+CREATE TYPE queen_timer_outcome AS (
+	queue_name	text,
+	timer_key	text,
+	partition_name	text,
+	attempts	int,
+	status		text,
+	queue_id	uuid,
+	partition_id	uuid,
+	log_end		bigint,
+	error		text
+);
+
+-- Delivers p_due through one queen_push call and deletes the timers, in a subtransaction.
+-- When that fails, the set is split in two and each half tried the same way, so one bad timer
+-- costs about 2 log2(n) subtransactions and never undoes the others.  A single timer that
+-- fails comes back with its error (the caller records it).  Transient errors (serialization,
+-- deadlock, lock timeout, out of resources, cancel) are not charged to any timer: they abort
+-- the whole round, which the next sweep repeats.
+CREATE FUNCTION queen_timers_deliver(p_due queen_timer_due[])
+RETURNS SETOF queen_timer_outcome
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_n int := coalesce(cardinality(p_due), 0);
+	v_half int;
+	v_nulls text[];
+	v_st text[];
+	v_qid uuid[];
+	v_pid uuid[];
+	v_end bigint[];
+	v_done bool := false;
+	v_err text;
+	v_state text;
+BEGIN
+	IF v_n = 0 THEN
+		RETURN;
+	END IF;
+	v_nulls := array_fill(NULL::text, ARRAY[v_n]);
+	BEGIN
+		SELECT array_agg(p.status ORDER BY p.idx), array_agg(p.queue_id ORDER BY p.idx),
+		       array_agg(p.partition_id ORDER BY p.idx), array_agg(p.log_end ORDER BY p.idx)
+		INTO v_st, v_qid, v_pid, v_end
+		FROM queen_push(NULL,
+				ARRAY(SELECT d.queue_name FROM unnest(p_due) WITH ORDINALITY d
+				      ORDER BY d.ordinality),
+				ARRAY(SELECT d.partition_name FROM unnest(p_due) WITH ORDINALITY d
+				      ORDER BY d.ordinality),
+				ARRAY(SELECT d.message_id FROM unnest(p_due) WITH ORDINALITY d
+				      ORDER BY d.ordinality),
+				ARRAY(SELECT d.txn FROM unnest(p_due) WITH ORDINALITY d
+				      ORDER BY d.ordinality),
+				v_nulls,
+				ARRAY(SELECT d.payload FROM unnest(p_due) WITH ORDINALITY d
+				      ORDER BY d.ordinality),
+				v_nulls) p;
+		DELETE FROM queen_timers t USING unnest(p_due) d
+		WHERE t.queue_name = d.queue_name AND t.timer_key = d.timer_key;
+		v_done := true;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS v_err = MESSAGE_TEXT, v_state = RETURNED_SQLSTATE;
+		IF left(v_state, 2) IN ('40', '53', '57') OR v_state = '55P03' THEN
+			RAISE;
+		END IF;
+	END;
+	IF v_done THEN
+		RETURN QUERY
+		SELECT d.queue_name, d.timer_key, d.partition_name, d.attempts, x.st, x.qid, x.pid,
+		       x.lend, NULL::text
+		FROM unnest(p_due) WITH ORDINALITY AS d
+		JOIN unnest(v_st, v_qid, v_pid, v_end) WITH ORDINALITY AS x (st, qid, pid, lend, o)
+			ON x.o = d.ordinality;
+	ELSIF v_n = 1 THEN
+		RETURN QUERY
+		SELECT d.queue_name, d.timer_key, d.partition_name, d.attempts, NULL::text,
+		       NULL::uuid, NULL::uuid, NULL::bigint, v_err
+		FROM unnest(p_due) d;
+	ELSE
+		v_half := v_n / 2;
+		RETURN QUERY SELECT * FROM queen_timers_deliver(p_due[1:v_half]);
+		RETURN QUERY SELECT * FROM queen_timers_deliver(p_due[v_half + 1:v_n]);
+	END IF;
+END
+$$;
+
+-- The sweeper (one call = one round, one transaction): claims up to p_limit due timers (and
+-- at most about 16 MiB of payload) with FOR UPDATE SKIP LOCKED, so brokers sweeping together
+-- never claim one timer twice; delivers them (queen_timers_deliver) and records failures:
+-- attempts + 1 and a later deliver_at, or on the 5th failure a dead letter.
+-- One row per (queue, partition) touched: queued = new messages (wake the parked pops),
+-- fired = timers delivered (queued or duplicate), failed = retried later, dead =
+-- dead-lettered.  fired + failed + dead over all rows = timers claimed.
+CREATE FUNCTION queen_timers_fire(p_limit int)
+RETURNS TABLE (queue_name text, partition_name text, queue_id uuid, partition_id uuid,
+	       log_end bigint, queued int, fired int, failed int, dead int)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+	c_max_attempts constant int := 5;
+	c_budget constant bigint := 16777216;	-- payload bytes a round
+	v_due queen_timer_due[];
+	v_res queen_timer_outcome[];
+BEGIN
+	-- Candidates in due order under the byte budget (no lock), then locked: a candidate that
+	-- another broker holds is skipped, one replaced meanwhile is re-checked (deliver_at).
+	SELECT array_agg(ROW(t.queue_name, t.timer_key, t.partition_name, t.txn, t.message_id,
+			     t.payload, t.attempts)::queen_timer_due
+			 ORDER BY t.deliver_at, t.created_at, t.queue_name, t.timer_key)
+	INTO v_due
+	FROM (SELECT x.* FROM queen_timers x
+	      WHERE (x.queue_name, x.timer_key) IN (
+			SELECT c.queue_name, c.timer_key FROM (
+				SELECT y.queue_name, y.timer_key,
+				       sum(octet_length(y.payload)) OVER (ORDER BY y.deliver_at
+						ROWS UNBOUNDED PRECEDING)
+					- octet_length(y.payload) AS before
+				FROM queen_timers y
+				WHERE y.deliver_at <= now()
+				ORDER BY y.deliver_at
+				LIMIT greatest(p_limit, 1)) c
+			WHERE c.before < c_budget)
+		AND x.deliver_at <= now()
+	      FOR UPDATE OF x SKIP LOCKED) t;
+	IF v_due IS NULL THEN
+		RETURN;
+	END IF;
+
+	SELECT array_agg(r) INTO v_res FROM queen_timers_deliver(v_due) r;
+
+	-- Failed under the limit: try again later (0.2 s, 0.4 s, 0.8 s, 1.6 s).
+	UPDATE queen_timers t
+	SET attempts = t.attempts + 1, last_error = r.error,
+	    deliver_at = now() + interval '200 milliseconds' * power(2, t.attempts)
+	FROM unnest(v_res) r
+	WHERE r.error IS NOT NULL AND r.attempts + 1 < c_max_attempts
+	  AND t.queue_name = r.queue_name AND t.timer_key = r.timer_key;
+
+	-- The last failure: a dead letter, with the names copied in (and the ids when known).
+	WITH gone AS (
+		DELETE FROM queen_timers t USING unnest(v_res) r
+		WHERE r.error IS NOT NULL AND r.attempts + 1 >= c_max_attempts
+		  AND t.queue_name = r.queue_name AND t.timer_key = r.timer_key
+		RETURNING t.*, r.error AS err
+	)
+	INSERT INTO queen_dlq (queue_id, partition_id, queue_name, partition_name, group_name,
+			       message_id, txn_id, payload, error_message, retry_count, created_at,
+			       failed_at)
+	SELECT q.id, p.id, g.queue_name, g.partition_name, '__TIMERS__', g.message_id, g.txn,
+	       g.payload, g.err, g.attempts + 1, g.created_at, now()
+	FROM gone g
+	LEFT JOIN queen_queues q ON q.name = g.queue_name
+	LEFT JOIN queen_partitions p ON p.queue_id = q.id AND p.name = g.partition_name;
+
+	RETURN QUERY
+	SELECT r.queue_name, r.partition_name,
+	       (array_agg(r.queue_id) FILTER (WHERE r.queue_id IS NOT NULL))[1],
+	       (array_agg(r.partition_id) FILTER (WHERE r.partition_id IS NOT NULL))[1],
+	       max(r.log_end),
+	       (count(*) FILTER (WHERE r.status = 'queued'))::int,
+	       (count(*) FILTER (WHERE r.error IS NULL))::int,
+	       (count(*) FILTER (WHERE r.error IS NOT NULL
+				 AND r.attempts + 1 < c_max_attempts))::int,
+	       (count(*) FILTER (WHERE r.error IS NOT NULL
+				 AND r.attempts + 1 >= c_max_attempts))::int
+	FROM unnest(v_res) r
+	GROUP BY r.queue_name, r.partition_name
+	ORDER BY r.queue_name, r.partition_name;
+END
+$$;
