@@ -681,7 +681,7 @@ static int http_parse(const char *in, size_t len, bool eof, struct buf *dechunk,
 		return -1;
 	r->status = atoi(in + 9);
 	r->close = in[7] == '0';
-	p = memmem(in, (size_t)(he + 2 - in), "\r\n", 2) + 2;
+	p = (const char *)memmem(in, (size_t)(he + 2 - in), "\r\n", 2) + 2;
 	while (p < he + 2) {
 		const char *q = memmem(p, (size_t)(he + 2 - p), "\r\n", 2), *v;
 		size_t vlen;

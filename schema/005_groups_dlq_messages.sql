@@ -237,9 +237,9 @@ $$;
 -- p_ts NULL = to the end; else committed = (first offset of the first segment created at or
 -- after p_ts) - 1, the end when there is none; never below log start - 1.  The cursor is
 -- created when absent; a live lease is released (the batch is abandoned, not acked), the
--- retry budget and the delivery-attempt bookkeeping start over.  A named group that has no
--- stored start on the queue gets one (as a first contact would: the end = "new" from now,
--- a timestamp = from then), so partitions created later follow the seek.
+-- retry budget and the delivery-attempt bookkeeping start over.  The group's stored start
+-- is not touched: where it starts on partitions it has no cursor on (a partition route
+-- seek, partitions created later) stays the business of its first contact.
 -- One row per partition moved; a single row with verdict no_queue or no_partition (and
 -- NULL columns) when the address is unknown.  Other brokers resync their index at once.
 CREATE FUNCTION queen_seek(p_group text, p_queue text, p_partition text, p_ts timestamptz)
@@ -259,13 +259,6 @@ BEGIN
 	THEN
 		RETURN QUERY SELECT 'no_partition'::text, NULL::uuid, NULL::text, NULL::bigint;
 		RETURN;
-	END IF;
-
-	IF p_group <> '__QUEUE_MODE__' THEN
-		INSERT INTO queen_subscriptions (group_name, queue_id, mode, start_at)
-		VALUES (p_group, v_qid, CASE WHEN p_ts IS NULL THEN 'new' ELSE 'timestamp' END,
-			coalesce(p_ts, now()))
-		ON CONFLICT DO NOTHING;
 	END IF;
 
 	-- Cursor rows are written in partition order (as ack locks them); a pop holding one

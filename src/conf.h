@@ -35,6 +35,7 @@ struct conf {
 	char *log_level;
 	int64_t max_queued_jobs;
 	int64_t group_commit_items;
+	int64_t push_lanes;
 	int64_t index_resync_ms;
 	char *config_file;	/* where the settings came from, when a file was read */
 };

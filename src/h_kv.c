@@ -91,7 +91,8 @@ kv_reject(struct kv_check *c, long idx, enum qe e, const char *code, const char 
 	return req_fail(c->r, e, "%s", code);
 }
 
-#define BAD(c, i, reason, ...) kv_reject(c, i, QE_BAD_REQUEST, "kv_bad_request", reason, __VA_ARGS__)
+#define BAD(c, i, reason, ...) \
+	kv_reject(c, i, QE_BAD_REQUEST, "kv_bad_request", reason, __VA_ARGS__)
 #define LIMIT(c, i, reason, ...) \
 	kv_reject(c, i, QE_BAD_REQUEST, "kv_limit_exceeded", reason, __VA_ARGS__)
 

@@ -5,6 +5,7 @@
 #include "h_util.h"
 #include "http.h"
 #include "jsonio.h"
+#include "qassert.h"
 #include "uuid.h"
 
 #include <stdio.h>

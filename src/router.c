@@ -5,7 +5,9 @@
 #include "router.h"
 #include "h_ack.h"
 #include "h_dlq.h"
+#include "h_groups.h"
 #include "h_kv.h"
+#include "h_messages.h"
 #include "h_ops.h"
 #include "h_pop.h"
 #include "h_push.h"
@@ -32,6 +34,29 @@ static const struct route routes[] = {
 	{ "DELETE", "/api/v1/resources/queues/:queue", BODY_NONE, NULL, h_queue_delete, NULL },
 	{ "GET", "/api/v1/resources/queues/:queue/depth", BODY_NONE, NULL, h_queue_depth, NULL },
 	{ "GET", "/api/v1/dlq", BODY_NONE, NULL, h_dlq_list, NULL },
+	{ "DELETE", "/api/v1/dlq", BODY_NONE, NULL, h_dlq_purge, NULL },
+	{ "POST", "/api/v1/dlq/:id/replay", BODY_JSON_OPTIONAL, h_dlq_replay_prepare,
+	  h_dlq_replay_run, NULL },
+	/* consumer groups: the literal "lagging" must come before ":group" */
+	{ "GET", "/api/v1/consumer-groups", BODY_NONE, NULL, h_groups_list, NULL },
+	{ "GET", "/api/v1/consumer-groups/lagging", BODY_NONE, NULL, h_groups_lagging, NULL },
+	{ "GET", "/api/v1/consumer-groups/:group", BODY_NONE, NULL, h_group_get, NULL },
+	{ "DELETE", "/api/v1/consumer-groups/:group", BODY_NONE, NULL, h_group_delete, NULL },
+	{ "DELETE", "/api/v1/consumer-groups/:group/queues/:queue", BODY_NONE, NULL,
+	  h_group_delete, NULL },
+	{ "POST", "/api/v1/consumer-groups/:group/subscription", BODY_JSON,
+	  h_group_subscription_prepare, h_group_subscription_run, NULL },
+	{ "POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", BODY_JSON, h_seek_prepare,
+	  h_seek_run, NULL },
+	{ "POST", "/api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek",
+	  BODY_JSON_OPTIONAL, h_seek_prepare, h_seek_run, NULL },
+	{ "GET", "/api/v1/messages", BODY_NONE, NULL, h_messages_list, NULL },
+	{ "GET", "/api/v1/messages/:partitionId/:transactionId", BODY_NONE, NULL, h_message_get,
+	  NULL },
+	{ "DELETE", "/api/v1/messages/:partitionId/:transactionId", BODY_NONE, NULL,
+	  h_message_delete, NULL },
+	{ "POST", "/api/v1/messages/:partitionId/:transactionId/retry", BODY_JSON_OPTIONAL,
+	  h_dlq_replay_prepare, h_message_retry_run, NULL },
 	{ "GET", "/health", BODY_NONE, NULL, h_health, NULL },
 	{ "GET", "/metrics", BODY_NONE, NULL, h_metrics, NULL },
 	{ "GET", "/metrics/prometheus", BODY_NONE, NULL, h_prometheus, NULL },

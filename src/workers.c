@@ -14,10 +14,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#define WK_MAX_BATCH 512
+
 static pthread_mutex_t wk_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wk_cv = PTHREAD_COND_INITIALIZER;
 static struct req *wk_head, *wk_tail;
 static long wk_len;
+static int64_t wk_lanes_busy;	/* coalesced push batches running */
 static int wk_stopping;
 static pthread_t *wk_threads;
 static struct wk *wk_ctx;
@@ -58,36 +61,49 @@ wk_queued(void)
 	return n;
 }
 
-/* Takes the first job, and when its route coalesces, the other waiting jobs of that route up
- * to the item budget. Called with wk_mu held. */
+/* Unlinks cur (whose predecessor is prev) from the queue. Called with wk_mu held. */
+static void
+unlink_job(struct req *prev, struct req *cur)
+{
+	if (prev)
+		prev->next = cur->next;
+	else
+		wk_head = cur->next;
+	if (wk_tail == cur)
+		wk_tail = prev;
+	wk_len--;
+}
+
+/* Takes the first job a worker may run now. A job of a coalescing route (push) may only run
+ * when one of the QUEEN_PUSH_LANES lanes is free; it then takes every other waiting job of
+ * that route, up to the item budget. Pushes to the same partitions serialise on their row
+ * locks anyway, so a few large transactions beat many small ones racing for the same locks:
+ * while a lane commits, the next group gathers. Returns 0 when nothing may run yet. Called
+ * with wk_mu held. */
 static size_t
 take_jobs(struct req **out, size_t max)
 {
-	struct req *first = wk_head, *prev, *cur;
+	struct req *first, *prev = NULL, *cur;
 	size_t n = 0, items;
 
-	wk_head = first->next;
-	if (!wk_head)
-		wk_tail = NULL;
-	wk_len--;
+	for (first = wk_head; first; prev = first, first = first->next)
+		if (!first->route->run_many || wk_lanes_busy < qconf.push_lanes)
+			break;
+	if (!first)
+		return 0;
+	cur = first->next;
+	unlink_job(prev, first);
 	out[n++] = first;
 	if (!first->route->run_many)
 		return n;
+	wk_lanes_busy++;
 	items = first->weight;
-	prev = NULL;
-	cur = wk_head;
 	while (cur && n < max && items < (size_t)qconf.group_commit_items) {
 		struct req *next = cur->next;
 
 		if (cur->route->run_many == first->route->run_many &&
 		    items + cur->weight <= (size_t)qconf.group_commit_items) {
-			if (prev)
-				prev->next = next;
-			else
-				wk_head = next;
-			if (wk_tail == cur)
-				wk_tail = prev;
-			wk_len--;
+			unlink_job(prev, cur);
 			items += cur->weight;
 			out[n++] = cur;
 		} else {
@@ -101,10 +117,14 @@ take_jobs(struct req **out, size_t max)
 static void
 run_jobs(struct wk *w, struct req **jobs, size_t n)
 {
-	enum qe rcs[64];
+	enum qe rcs[WK_MAX_BATCH];
 
-	if (n > 1 || jobs[0]->route->run_many) {
+	if (jobs[0]->route->run_many) {
 		jobs[0]->route->run_many(jobs, n, w, rcs);
+		pthread_mutex_lock(&wk_mu);
+		wk_lanes_busy--;
+		pthread_cond_broadcast(&wk_cv);
+		pthread_mutex_unlock(&wk_mu);
 	} else {
 		rcs[0] = jobs[0]->route->run(jobs[0], w);
 	}
@@ -117,21 +137,19 @@ static void *
 wk_main(void *arg)
 {
 	struct wk *w = arg;
-	struct req *jobs[64];
+	struct req *jobs[WK_MAX_BATCH];
 
 	pidx_thread_online();
 	for (;;) {
 		size_t n;
 
 		pthread_mutex_lock(&wk_mu);
-		while (!wk_head && !wk_stopping)
+		while ((n = wk_head ? take_jobs(jobs, ARRAY_LEN(jobs)) : 0) == 0 &&
+		       !(wk_stopping && !wk_head))
 			pthread_cond_wait(&wk_cv, &wk_mu);
-		if (!wk_head) {
-			pthread_mutex_unlock(&wk_mu);
-			break;
-		}
-		n = take_jobs(jobs, ARRAY_LEN(jobs));
 		pthread_mutex_unlock(&wk_mu);
+		if (n == 0)
+			break;
 		db_ensure(w->db);
 		run_jobs(w, jobs, n);
 	}

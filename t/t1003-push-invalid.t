@@ -48,7 +48,9 @@ rejected('', 'empty body');
 subtest 'nothing of the rejected requests was written' => sub {
 	my ($s) = $q->get('/api/v1/resources/queues/ok-q');
 	is($s, 404, 'ok-q was never created');
-	my @names = map { $_->{name} // $_->{queue} } @{ queue_list($q) };
+	my $list = queue_list($q);
+	ok($list, 'GET /api/v1/resources/queues answers the list');
+	my @names = map { $_->{name} // $_->{queue} } @{ $list // [] };
 	is_deeply(\@names, [], 'no queue exists at all');
 };
 

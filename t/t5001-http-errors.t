@@ -57,7 +57,9 @@ subtest 'malformed JSON or wrong types: 400 "bad body: ..."' => sub {
 };
 
 subtest 'none of that changed anything' => sub {
-	my @names = map { $_->{name} // $_->{queue} } @{ queue_list($q) };
+	my $list = queue_list($q);
+	ok($list, 'GET /api/v1/resources/queues answers the list');
+	my @names = map { $_->{name} // $_->{queue} } @{ $list // [] };
 	is_deeply(\@names, [], 'no queue was created');
 	my ($s) = $q->get('/api/v1/resources/queues/q');
 	is($s, 404, 'not even by the requests that named one');

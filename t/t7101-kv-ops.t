@@ -20,9 +20,18 @@ sub kv {
 	return $b->{results};
 }
 
+# Op builders: put/putIfAbsent default to forever:true unless ttlSeconds is given.
+sub op { my ($op, $ns, $key, %f) = @_; +{ op => $op, ns => $ns, key => $key, %f } }
+sub put {
+	my ($ns, $key, $value, %f) = @_;
+	%f = (forever => jtrue, %f) unless exists $f{ttlSeconds};
+	return op(delete $f{op} // 'put', $ns, $key, value => $value, %f);
+}
+sub pia { put(@_[0 .. 2], op => 'putIfAbsent', @_[3 .. $#_]) }
+sub get { op('get', @_) }
+
 subtest 'put then get: the shapes' => sub {
-	my $r = kv({ op => 'put', ns => 'app', key => 'cfg', value => { a => 1, b => [ 1, 2 ] },
-		forever => jtrue });
+	my $r = kv(put('app', 'cfg', { a => 1, b => [ 1, 2 ] }));
 	is(scalar @$r, 1, 'one result');
 	is($r->[0]{index}, 0, 'index');
 	is($r->[0]{op}, 'put', 'op');
@@ -32,8 +41,7 @@ subtest 'put then get: the shapes' => sub {
 	like($r->[0]{version}, qr/^[1-9]\d*$/, 'a positive version');
 	my $v = $r->[0]{version};
 
-	$r = kv({ op => 'get', ns => 'app', key => 'cfg' }, { op => 'get', ns => 'app', key => 'nope' },
-		{ op => 'get', ns => 'other', key => 'cfg' });
+	$r = kv(get('app', 'cfg'), get('app', 'nope'), get('other', 'cfg'));
 	my $g = $r->[0];
 	is($g->{index}, 0, 'get index');
 	is($g->{op}, 'get', 'get op');
@@ -49,55 +57,54 @@ subtest 'put then get: the shapes' => sub {
 	is_null($r->[1], 'version');
 	is_false($r->[2]{found}, 'namespaces are separate');
 
-	$r = kv({ op => 'put', ns => 'app', key => 'ttl', value => 'x', ttlSeconds => 3600 },
-		{ op => 'get', ns => 'app', key => 'ttl' });
+	$r = kv(put('app', 'ttl', 'x', ttlSeconds => 3600), get('app', 'ttl'));
 	my $exp = iso_epoch($r->[1]{expiresAt});
-	ok(defined $exp && abs($exp - time - 3600) < 300, "expiresAt about an hour ahead: $r->[1]{expiresAt}");
-	$r = kv({ op => 'put', ns => 'app', key => 'null', value => undef, forever => jtrue },
-		{ op => 'get', ns => 'app', key => 'null' });
+	ok(defined $exp && abs($exp - time - 3600) < 300,
+		"expiresAt about an hour ahead: $r->[1]{expiresAt}");
+	$r = kv(put('app', 'null', undef), get('app', 'null'));
 	is_true($r->[1]{found}, 'a JSON null value is a value');
 	is_null($r->[1], 'value');
 };
 
 subtest 'versions increase on every write, across delete and re-create' => sub {
 	my @v;
-	push @v, kv({ op => 'put', ns => 'ver', key => 'k', value => 1, forever => jtrue })->[0]{version};
-	push @v, kv({ op => 'put', ns => 'ver', key => 'k', value => 2, forever => jtrue })->[0]{version};
-	push @v, kv({ op => 'incr', ns => 'ver', key => 'k', delta => 5, forever => jtrue })->[0]{version};
-	my $d = kv({ op => 'delete', ns => 'ver', key => 'k' })->[0];
+	push @v, kv(put('ver', 'k', 1))->[0]{version};
+	push @v, kv(put('ver', 'k', 2))->[0]{version};
+	push @v, kv(op('incr', 'ver', 'k', delta => 5, forever => jtrue))->[0]{version};
+	my $d = kv(op('delete', 'ver', 'k'))->[0];
 	is_true($d->{applied}, 'deleted');
 	is($d->{version}, $v[-1], 'delete answers the version it removed');
-	is_false(kv({ op => 'get', ns => 'ver', key => 'k' })->[0]{found}, 'gone');
-	push @v, kv({ op => 'putIfAbsent', ns => 'ver', key => 'k', value => 3, forever => jtrue })->[0]{version};
-	push @v, kv({ op => 'put', ns => 'ver', key => 'k', value => 4, ttlSeconds => 60 })->[0]{version};
+	is_false(kv(get('ver', 'k'))->[0]{found}, 'gone');
+	push @v, kv(pia('ver', 'k', 3))->[0]{version};
+	push @v, kv(put('ver', 'k', 4, ttlSeconds => 60))->[0]{version};
 	for my $i (1 .. $#v) {
 		cmp_ok($v[$i], '>', $v[$i - 1], "write $i: version $v[$i] > $v[$i - 1]");
 	}
-	my $r = kv(map { +{ op => 'put', ns => 'ver', key => 'same', value => $_, forever => jtrue } } 1 .. 3);
+	my $r = kv(map { put('ver', 'same', $_) } 1 .. 3);
 	ok($r->[0]{version} < $r->[1]{version} && $r->[1]{version} < $r->[2]{version},
 		'three writes of one key in one call: increasing versions');
 };
 
 subtest 'expect: a fencing precondition' => sub {
-	my $v1 = kv({ op => 'put', ns => 'ex', key => 'k', value => 'a', forever => jtrue })->[0]{version};
-	my $r = kv({ op => 'put', ns => 'ex', key => 'k', value => 'b', forever => jtrue, expect => $v1 + 1000 });
+	my $v1 = kv(put('ex', 'k', 'a'))->[0]{version};
+	my $r = kv(put('ex', 'k', 'b', expect => $v1 + 1000));
 	is_false($r->[0]{applied}, 'wrong version: not applied');
 	is($r->[0]{reason}, 'version', 'reason version');
 	is($r->[0]{version}, $v1, 'answers the current version');
 	is($r->[0]{value}, 'a', 'and the current value');
-	is(kv({ op => 'get', ns => 'ex', key => 'k' })->[0]{value}, 'a', 'value unchanged');
+	is(kv(get('ex', 'k'))->[0]{value}, 'a', 'value unchanged');
 
-	$r = kv({ op => 'put', ns => 'ex', key => 'k', value => 'b', forever => jtrue, expect => $v1 });
+	$r = kv(put('ex', 'k', 'b', expect => $v1));
 	is_true($r->[0]{applied}, 'right version: applied');
 	my $v2 = $r->[0]{version};
 	cmp_ok($v2, '>', $v1, 'new version');
-	$r = kv({ op => 'put', ns => 'ex', key => 'k', value => 'c', forever => jtrue, expect => $v1 });
+	$r = kv(put('ex', 'k', 'c', expect => $v1));
 	is_false($r->[0]{applied}, 'the old version no longer fences in');
 
-	$r = kv({ op => 'put', ns => 'ex', key => 'k', value => 'c', forever => jtrue, expect => 0 });
+	$r = kv(put('ex', 'k', 'c', expect => 0));
 	is_false($r->[0]{applied}, 'expect 0 on an existing key: not applied');
 	is($r->[0]{reason}, 'version', 'reason version');
-	$r = kv({ op => 'put', ns => 'ex', key => 'new', value => 'n', forever => jtrue, expect => 0 });
+	$r = kv(put('ex', 'new', 'n', expect => 0));
 	is_true($r->[0]{applied}, 'expect 0 on a missing key: created');
 
 	$r = kv({ op => 'delete', ns => 'ex', key => 'k', expect => $v1 });
@@ -108,21 +115,21 @@ subtest 'expect: a fencing precondition' => sub {
 	$r = kv({ op => 'delete', ns => 'ex', key => 'k' });
 	is_false($r->[0]{applied}, 'deleting a missing key: not applied');
 	is($r->[0]{reason}, 'absent', 'reason absent');
-	$r = kv({ op => 'put', ns => 'ex', key => 'k', value => 'z', forever => jtrue, expect => $v2 });
+	$r = kv(put('ex', 'k', 'z', expect => $v2));
 	is_false($r->[0]{applied}, 'a deleted key has no version to match');
 };
 
 subtest 'putIfAbsent' => sub {
-	my $r = kv({ op => 'putIfAbsent', ns => 'pia', key => 'k', value => { owner => 'a' }, forever => jtrue });
+	my $r = kv(pia('pia', 'k', { owner => 'a' }));
 	is_true($r->[0]{applied}, 'absent: written');
 	my $v = $r->[0]{version};
-	$r = kv({ op => 'putIfAbsent', ns => 'pia', key => 'k', value => { owner => 'b' }, forever => jtrue });
+	$r = kv(pia('pia', 'k', { owner => 'b' }));
 	is($r->[0]{op}, 'putIfAbsent', 'op');
 	is_false($r->[0]{applied}, 'present: not written');
 	is($r->[0]{reason}, 'exists', 'reason exists');
 	is($r->[0]{version}, $v, 'with the current version');
 	is_deeply($r->[0]{value}, { owner => 'a' }, 'and the current value');
-	is_deeply(kv({ op => 'get', ns => 'pia', key => 'k' })->[0]{value}, { owner => 'a' }, 'first one kept');
+	is_deeply(kv(get('pia', 'k'))->[0]{value}, { owner => 'a' }, 'first one kept');
 };
 
 subtest 'incr: counters and max' => sub {
@@ -148,7 +155,7 @@ subtest 'incr: counters and max' => sub {
 	is($r->[0]{value}, 5, 'value 5');
 	is(kv({ op => 'get', ns => 'cnt', key => 'c' })->[0]{value}, 5, 'get reads the counter');
 
-	$r = kv({ op => 'incr', ns => 'cnt', key => 'rate', delta => 1, max => 2, ttlSeconds => 60 }) for 1 .. 3;
+	$r = kv(op('incr', 'cnt', 'rate', delta => 1, max => 2, ttlSeconds => 60)) for 1 .. 3;
 	is($r->[0]{reason}, 'limit', 'a rate limiter: the third hit is refused');
 
 	kv({ op => 'put', ns => 'cnt', key => 's', value => 'text', forever => jtrue });
@@ -159,11 +166,11 @@ subtest 'incr: counters and max' => sub {
 };
 
 subtest 'getMany' => sub {
-	kv(map { +{ op => 'put', ns => 'gm', key => "k$_", value => $_, forever => jtrue } } 1 .. 3);
+	kv(map { put('gm', "k$_", $_) } 1 .. 3);
 	my $r = kv({ op => 'getMany', ns => 'gm', keys => [ 'k3', 'x', 'k1', 'y' ] });
 	is($r->[0]{op}, 'getMany', 'op');
-	is_deeply([ map { [ $_->{key}, $_->{value} ] } @{ $r->[0]{rows} } ], [ [ 'k3', 3 ], [ 'k1', 1 ] ],
-		'rows of the keys found, in the order asked');
+	is_deeply([ map { [ $_->{key}, $_->{value} ] } @{ $r->[0]{rows} } ],
+		[ [ 'k3', 3 ], [ 'k1', 1 ] ], 'rows of the keys found, in the order asked');
 	ok(!grep({ !defined $_->{version} } @{ $r->[0]{rows} }), 'each row has its version');
 	is_deeply($r->[0]{missing}, [ 'x', 'y' ], 'missing keys');
 	$r = kv({ op => 'getMany', ns => 'gm', keys => [] });
@@ -171,16 +178,14 @@ subtest 'getMany' => sub {
 };
 
 subtest 'getPrefix: order, paging, cap' => sub {
-	kv(map { +{ op => 'put', ns => 'gp', key => sprintf('user:%03d', $_), value => $_, forever => jtrue } }
-		reverse 1 .. 25);
-	kv({ op => 'put', ns => 'gp', key => 'user;', value => 'after the prefix', forever => jtrue },
-		{ op => 'put', ns => 'gp', key => 'use', value => 'before', forever => jtrue },
-		{ op => 'put', ns => 'gp', key => 'zzz', value => 'z', forever => jtrue });
+	my @users = map { sprintf('user:%03d', $_) } 1 .. 25;
+	kv(map { put('gp', $_, $_) } reverse @users);
+	kv(put('gp', 'user;', 'after the prefix'), put('gp', 'use', 'before'),
+		put('gp', 'zzz', 'z'));
 	my $r = kv({ op => 'getPrefix', ns => 'gp', prefix => 'user:' })->[0];
 	is($r->{op}, 'getPrefix', 'op');
 	is(scalar @{ $r->{rows} }, 25, 'every key of the prefix, none other');
-	is_deeply([ map { $_->{key} } @{ $r->{rows} } ], [ map { sprintf('user:%03d', $_) } 1 .. 25 ],
-		'in key order');
+	is_deeply([ map { $_->{key} } @{ $r->{rows} } ], \@users, 'in key order');
 	is_false($r->{truncated}, 'not truncated');
 	is_null($r, 'nextAfter');
 
@@ -195,15 +200,16 @@ subtest 'getPrefix: order, paging, cap' => sub {
 		$after = $p->{nextAfter};
 	}
 	is($pages, 3, 'three pages of at most 10');
-	is_deeply(\@seen, [ map { sprintf('user:%03d', $_) } 1 .. 25 ], 'paging sees every key once');
+	is_deeply(\@seen, \@users, 'paging sees every key once');
 
 	$r = kv({ op => 'getPrefix', ns => 'gp', prefix => '' })->[0];
 	is(scalar @{ $r->{rows} }, 28, 'an empty prefix lists the namespace');
-	is_deeply([ map { $_->{key} } @{ $r->{rows} }[ 0, -1 ] ], [ 'use', 'zzz' ], 'bytewise order');
+	is_deeply([ map { $_->{key} } @{ $r->{rows} }[ 0, -1 ] ], [ 'use', 'zzz' ],
+		'bytewise order');
 
 	my @ops;
 	for my $i (0 .. 1100) {
-		push @ops, { op => 'put', ns => 'big', key => sprintf('k%05d', $i), value => $i, forever => jtrue };
+		push @ops, put('big', sprintf('k%05d', $i), $i);
 		if (@ops == 256) { kv(@ops); @ops = () }
 	}
 	kv(@ops) if @ops;
@@ -232,7 +238,7 @@ subtest 'ops apply in order and results align with the input' => sub {
 	is($r->[4]{rows}[0]{value}, 2, 'getMany sees the incr');
 	is_false($r->[6]{found}, 'after the delete: absent');
 
-	my ($s, $b) = $q->post_json('/api/v1/kv', { operations => [ { op => 'get', ns => 'ord', key => 'a' } ] });
+	my ($s, $b) = $q->post_json('/api/v1/kv', { operations => [ get('ord', 'a') ] });
 	is($s, 200, '{"operations":[...]} is accepted');
 	is(scalar @{ $b->{results} }, 1, 'with its results');
 	($s, $b) = $q->post_json('/api/v1/kv', []);
@@ -242,13 +248,12 @@ subtest 'ops apply in order and results align with the input' => sub {
 
 subtest 'keys and values beyond ASCII, and odd keys' => sub {
 	my $key = "caf\x{e9}/\x{1f600} spaced key";
-	my $r = kv({ op => 'put', ns => "n\x{e4}s", key => $key, value => { t => "\x{263a}" }, forever => jtrue },
-		{ op => 'get', ns => "n\x{e4}s", key => $key });
+	my $r = kv(put("n\x{e4}s", $key, { t => "\x{263a}" }), get("n\x{e4}s", $key));
 	is($r->[1]{key}, $key, 'unicode key round-trips');
 	is_deeply($r->[1]{value}, { t => "\x{263a}" }, 'unicode value round-trips');
-	$r = kv({ op => 'put', ns => 'odd', key => q{it's "quoted" %_\\}, value => 1, forever => jtrue },
+	$r = kv(put('odd', q{it's "quoted" %_\\}, 1),
 		{ op => 'getPrefix', ns => 'odd', prefix => q{it's "quoted" %} });
-	is(scalar @{ $r->[1]{rows} }, 1, 'a prefix with quote and LIKE characters matches literally');
+	is(scalar @{ $r->[1]{rows} }, 1, 'quotes and LIKE characters in a prefix are literal');
 	$r = kv({ op => 'getPrefix', ns => 'odd', prefix => 'it%' });
 	is(scalar @{ $r->[0]{rows} }, 0, '% in a prefix is not a wildcard');
 };

@@ -84,7 +84,7 @@ subtest 'required ops that hold: a normal answer' => sub {
 		  expect => $lock_v, required => jtrue },
 		{ op => 'incr', ns => 'rq', key => 'quota', delta => 1, max => 10, forever => jtrue,
 		  required => jtrue });
-	is($s, 200, '200');
+	is($s, 200, 'status 200');
 	is_true($b->{ok}, 'ok true');
 	is(scalar @{ $b->{results} }, 3, 'three results');
 	ok(!grep({ !$_->{applied} } @{ $b->{results} }), 'all applied');

@@ -52,16 +52,18 @@ sub is_null  { my ($h, $k, $name) = @_;
 sub txns    { [ map { $_->{transactionId} } @{ ($_[0] // {})->{messages} // [] } ] }
 sub offsets { [ map { $_->{offset} } @{ ($_[0] // {})->{messages} // [] } ] }
 
-# GET /api/v1/resources/queues as a list (the answer may be the array or {"queues":[...]}),
+# GET /api/v1/resources/queues as a list (the answer may be the array or {"queues":[...]}; undef
+# when the broker does not answer 200 with a list),
 # and the entry named $name in it.
 sub queue_list {
 	my $b = shift;
-	my (undef, $j) = $b->get('/api/v1/resources/queues');
-	return ref $j eq 'ARRAY' ? $j : ref $j eq 'HASH' && ref $j->{queues} eq 'ARRAY' ? $j->{queues} : [];
+	my ($s, $j) = $b->get('/api/v1/resources/queues');
+	return undef unless $s == 200;
+	return ref $j eq 'ARRAY' ? $j : ref $j eq 'HASH' && ref $j->{queues} eq 'ARRAY' ? $j->{queues} : undef;
 }
 sub find_queue {
 	my ($b, $name) = @_;
-	my ($e) = grep { ($_->{name} // $_->{queue} // '') eq $name } @{ queue_list($b) };
+	my ($e) = grep { ($_->{name} // $_->{queue} // '') eq $name } @{ queue_list($b) // [] };
 	return $e;
 }
 
@@ -495,7 +497,15 @@ END {
 		if (@BROKERS && ($status || !Test::More->builder->is_passing)) {
 			Test::More::diag("queend log $_->{log}:\n" . $_->log_tail) for @BROKERS;
 		}
-		$_->stop(10) for @BROKERS;
+		# A broker still running must stop cleanly on SIGTERM; under QUEEND_WRAPPER this
+		# is also where valgrind's --error-exitcode surfaces.
+		for my $b (grep { !$_->{exited} } @BROKERS) {
+			my $st = $b->stop(10);
+			next if $st eq '0';
+			Test::More::diag("queend (pid $b->{pid}) exited with status $st at the end:\n" .
+				$b->log_tail);
+			$status ||= 1;
+		}
 		$_->stop('immediate') for @PGS;
 		rmtree($TMP) if $TMP && !$ENV{QUEEN_TEST_KEEP};
 	}
