@@ -112,17 +112,62 @@ BEGIN
 END
 $$;
 
--- Push (SPEC.md 4).  One row per input item.  The partition locks are held from the lock
--- statement to commit, and every push to those partitions waits for them, so the locked part
--- is kept to the fewest, simplest statements:
---   lock     lock the partitions in id order, read next offsets (1 statement);
---   dedup    only when the call carries transactionIds: judge in-call repeats and claim the
---            keys in queen_dedup (1 statement);
---   write    segments (one per partition and chunk of 1000), partition rows, the
---            notification and the answer (1 statement).
--- Names are resolved (and queues and partitions created) before the lock.  A key found live
--- in its window makes its item a duplicate; then offsets are recomputed (slow path: only a
--- replayed or retried push).
+-- One segment a push is about to write, laid out before its partition is locked: rel is
+-- the offset of its first message relative to the partition's next_offset.
+CREATE TYPE queen_segment_draft AS (
+	pid		uuid,
+	rel		bigint,
+	ids		uuid[],
+	txn_ids		text[],
+	trace_ids	text[],
+	payloads	text[],
+	producer_subs	text[]
+);
+
+-- Push, the part that needs no lock: lay the items out as segment drafts.  Items with p_skip
+-- set (repeats, duplicates) are left out.  Returns, per item in input order, its offset
+-- relative to its partition's next offset (NULL = not written); the drafts; and how many
+-- distinct partitions the items name.
+CREATE FUNCTION queen_push_layout(p_pid uuid[], p_id uuid[], p_txn text[], p_trace text[],
+				  p_payload text[], p_sub text[], p_skip bool[],
+				  OUT o_rel bigint[], OUT o_drafts queen_segment_draft[],
+				  OUT o_nparts int)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+	WITH r AS (
+		SELECT u.o, u.pid, u.mid, u.txn, u.trace, u.payload, u.sub,
+		       CASE WHEN u.skip IS NOT TRUE THEN
+			    count(*) FILTER (WHERE u.skip IS NOT TRUE)
+				OVER (PARTITION BY u.pid ORDER BY u.o) - 1 END AS rel
+		FROM unnest(p_pid, p_id, p_txn, p_trace, p_payload, p_sub, p_skip)
+			WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, skip, o)
+	), g AS (
+		SELECT ROW(r.pid, min(r.rel), array_agg(r.mid ORDER BY r.rel),
+			   array_agg(coalesce(r.txn, r.mid::text) ORDER BY r.rel),
+			   CASE WHEN count(r.trace) > 0 THEN array_agg(r.trace ORDER BY r.rel) END,
+			   array_agg(r.payload ORDER BY r.rel),
+			   CASE WHEN count(r.sub) > 0 THEN array_agg(r.sub ORDER BY r.rel) END
+		       )::queen_segment_draft AS d
+		FROM r WHERE r.rel IS NOT NULL
+		GROUP BY r.pid, r.rel / 1000
+	)
+	SELECT (SELECT array_agg(r.rel ORDER BY r.o) FROM r),
+	       (SELECT array_agg(g.d) FROM g),
+	       (SELECT count(DISTINCT r.pid) FROM r)
+	INTO o_rel, o_drafts, o_nparts;
+END
+$$;
+
+-- Push (SPEC.md 4).  One row per input item.  The partition row locks are held until
+-- commit and every push to those partitions waits for them, so everything that can be done
+-- before them is:
+--   before   resolve names (creating queues and partitions), judge in-call repeats of a
+--            transactionId, lay the items out as segments (queen_push_layout);
+--   locked   lock the partitions in id order and read their next offsets (1 statement);
+--            claim the dedup keys, only when the call carries transactionIds (1 statement);
+--            write segments, partition rows and the notification, answer (1 statement).
+-- A key found live in its window makes its item a duplicate; the layout is then redone under
+-- the lock (slow path: only a replayed or retried push).
 CREATE FUNCTION queen_push(p_pid uuid[], p_queue text[], p_partition text[], p_id uuid[],
 			   p_txn text[], p_trace text[], p_payload text[], p_sub text[])
 RETURNS TABLE (idx int, status text, message_id uuid, queue_id uuid, partition_id uuid,
@@ -132,16 +177,18 @@ LANGUAGE plpgsql AS $$
 DECLARE
 	v_n int := coalesce(cardinality(p_id), 0);
 	v_pid uuid[] := p_pid;
+	v_keys bool := p_txn IS NOT NULL AND array_remove(p_txn, NULL) <> '{}';
+	v_key text[];		-- per item: dedup key (NULL: none, or window 0)
+	v_first int[];		-- per item: index of the first item with its key, for repeats
+	v_skip bool[];		-- per item: not written (repeat or duplicate)
+	v_dmid uuid[];		-- per item: id of the committed message it duplicates
+	v_doff bigint[];
+	v_lay record;		-- queen_push_layout()
 	v_lpid uuid[];		-- locked partitions, id order, and for each:
 	v_base bigint[];	--   next_offset when locked
 	v_ts timestamptz[];	--   created_at of the segments written now
 	v_qid uuid[];		--   queue id
 	v_win int[];		--   dedup window of its queue
-	v_maxwin int;
-	v_want int;		-- distinct partition ids asked for
-	v_first int[];		-- per item: index of the first item with its key (in-call repeat)
-	v_dmid uuid[];		-- per item: id of the committed message it duplicates
-	v_doff bigint[];
 	v_nkeys int;
 	v_acc int;
 	v_try int := 0;
@@ -157,21 +204,39 @@ BEGIN
 		IF array_position(v_pid, NULL) IS NOT NULL THEN
 			v_pid := queen_resolve_partitions(v_pid, p_queue, p_partition);
 		END IF;
-		-- The subquery's order is the lock order and the order of the arrays.
+		IF v_keys THEN
+			-- Dedup keys (where the queue's window is on) and in-call repeats: the
+			-- first item with a key wins.
+			SELECT array_agg(k.key ORDER BY k.o),
+			       array_agg(CASE WHEN k.fi <> k.o THEN (k.fi - 1)::int END ORDER BY k.o),
+			       array_agg(k.fi <> k.o ORDER BY k.o)
+			INTO v_key, v_first, v_skip
+			FROM (SELECT u.o, x.key,
+				     CASE WHEN x.key IS NULL THEN u.o ELSE first_value(u.o) OVER (
+					PARTITION BY u.pid, x.key ORDER BY u.o) END AS fi
+			      FROM unnest(v_pid, p_txn) WITH ORDINALITY AS u (pid, txn, o)
+			      LEFT JOIN queen_partitions p ON p.id = u.pid
+			      LEFT JOIN queen_queues q ON q.id = p.queue_id
+			      CROSS JOIN LATERAL (SELECT CASE WHEN u.txn IS NOT NULL
+						AND q.dedup_window_seconds > 0
+						THEN queen_txn_key(u.txn) END AS key) x) k;
+		END IF;
+		v_lay := queen_push_layout(v_pid, p_id, p_txn, p_trace, p_payload, p_sub, v_skip);
+
+		-- Lock.  The subquery's order is the lock order and the arrays' order.
 		SELECT array_agg(l.id), array_agg(l.next_offset),
 		       array_agg(greatest(clock_timestamp(), l.last_created_at)),
-		       array_agg(l.queue_id), array_agg(l.win), max(l.win)
-		INTO v_lpid, v_base, v_ts, v_qid, v_win, v_maxwin
+		       array_agg(l.queue_id), array_agg(l.win)
+		INTO v_lpid, v_base, v_ts, v_qid, v_win
 		FROM (SELECT p.id, p.next_offset, p.last_created_at, p.queue_id,
 			     q.dedup_window_seconds AS win
 		      FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
 		      WHERE p.id = ANY (v_pid)
 		      ORDER BY p.id
 		      FOR UPDATE OF p) l;
-		SELECT count(DISTINCT x) INTO v_want FROM unnest(v_pid) x;
-		EXIT WHEN cardinality(v_lpid) = v_want;
-		-- A partition id the broker knew is gone (its queue was deleted): forget it and
-		-- resolve that item by name again.  Rare; locks taken so far are kept.
+		EXIT WHEN cardinality(v_lpid) = v_lay.o_nparts;
+		-- A partition id the broker knew is gone (its queue was deleted): resolve that
+		-- item by name again.  Rare; the locks taken so far are kept.
 		v_try := v_try + 1;
 		IF v_try > 3 THEN
 			RAISE EXCEPTION 'queen_push: partitions vanished while pushing';
@@ -180,31 +245,17 @@ BEGIN
 		INTO v_pid FROM unnest(v_pid) WITH ORDINALITY AS u (pid, o);
 	END LOOP;
 
-	IF v_maxwin > 0 AND p_txn IS NOT NULL AND array_remove(p_txn, NULL) <> '{}' THEN
+	IF v_keys AND array_remove(v_key, NULL) <> '{}' THEN
 		-- Claim the keys.  ON CONFLICT sees the newest committed rows whatever the
-		-- snapshot: a key live within its window is not claimed (its item is a duplicate),
-		-- an expired one is taken over.  Offsets assume no committed duplicate.
-		WITH it AS (
-			SELECT (u.o - 1)::int AS i, u.pid, u.mid, b.base, b.ts,
-			       CASE WHEN u.txn IS NOT NULL AND b.win > 0
-				    THEN queen_txn_key(u.txn) END AS key
-			FROM unnest(v_pid, p_id, p_txn) WITH ORDINALITY AS u (pid, mid, txn, o)
-			JOIN unnest(v_lpid, v_base, v_ts, v_win) AS b (pid, base, ts, win)
-				ON b.pid = u.pid
-		), f AS (
-			SELECT it.*,
-			       CASE WHEN it.key IS NULL THEN it.i ELSE first_value(it.i) OVER (
-					PARTITION BY it.pid, it.key ORDER BY it.i) END AS fi
-			FROM it
-		), r AS (
-			SELECT f.*, count(*) FILTER (WHERE f.fi = f.i) OVER (
-					PARTITION BY f.pid ORDER BY f.i) - 1 AS rel
-			FROM f
-		), ins AS (
+		-- snapshot: a key live within its window is not claimed (its item is a
+		-- duplicate), an expired one is taken over.
+		WITH ins AS (
 			INSERT INTO queen_dedup AS d (partition_id, txn_id, message_id, off,
 						      created_at)
-			SELECT r.pid, r.key, r.mid, r.base + r.rel, r.ts
-			FROM r WHERE r.key IS NOT NULL AND r.fi = r.i
+			SELECT u.pid, u.key, u.mid, b.base + u.rel, b.ts
+			FROM unnest(v_pid, v_key, v_lay.o_rel, p_id) AS u (pid, key, rel, mid)
+			JOIN unnest(v_lpid, v_base, v_ts) AS b (pid, base, ts) ON b.pid = u.pid
+			WHERE u.key IS NOT NULL AND u.rel IS NOT NULL
 			ON CONFLICT (partition_id, txn_id) DO UPDATE
 			SET message_id = excluded.message_id, off = excluded.off,
 			    created_at = excluded.created_at
@@ -214,64 +265,46 @@ BEGIN
 				WHERE p.id = d.partition_id)
 			RETURNING 1
 		)
-		SELECT array_agg(CASE WHEN r.fi <> r.i THEN r.fi END ORDER BY r.i),
-		       count(*) FILTER (WHERE r.key IS NOT NULL AND r.fi = r.i),
-		       (SELECT count(*) FROM ins)
-		INTO v_first, v_nkeys, v_acc
-		FROM r;
+		SELECT count(*) INTO v_acc FROM ins;
+		SELECT count(*) INTO v_nkeys
+		FROM unnest(v_key, v_lay.o_rel) AS u (key, rel)
+		WHERE u.key IS NOT NULL AND u.rel IS NOT NULL;
 
 		IF v_acc < v_nkeys THEN
-			-- Slow path: some keys are live.  Their rows were left alone; mark those
-			-- items and correct the offsets of the rows claimed.
+			-- Slow path: some keys are live.  Those rows were left alone: mark their
+			-- items, lay out again, correct the offsets of the rows claimed.
 			SELECT array_agg(CASE WHEN d.message_id <> u.mid THEN d.message_id END
 					 ORDER BY u.o),
-			       array_agg(CASE WHEN d.message_id <> u.mid THEN d.off END ORDER BY u.o)
-			INTO v_dmid, v_doff
-			FROM unnest(v_pid, p_id, p_txn, v_first) WITH ORDINALITY
-				AS u (pid, mid, txn, fi, o)
-			JOIN unnest(v_lpid, v_win) AS b (pid, win) ON b.pid = u.pid
-			LEFT JOIN queen_dedup d ON u.txn IS NOT NULL AND b.win > 0
-				AND u.fi IS NULL AND d.partition_id = u.pid
-				AND d.txn_id = queen_txn_key(u.txn);
-
-			UPDATE queen_dedup d SET off = r.base + r.rel
-			FROM (SELECT u.pid, u.mid, u.txn, b.base,
-				     row_number() OVER (PARTITION BY u.pid ORDER BY u.o) - 1 AS rel
-			      FROM unnest(v_pid, p_id, p_txn, v_first, v_dmid) WITH ORDINALITY
-					AS u (pid, mid, txn, fi, dmid, o)
-			      JOIN unnest(v_lpid, v_base) AS b (pid, base) ON b.pid = u.pid
-			      WHERE u.fi IS NULL AND u.dmid IS NULL) r
-			WHERE r.txn IS NOT NULL AND d.partition_id = r.pid
-			  AND d.txn_id = queen_txn_key(r.txn) AND d.message_id = r.mid
-			  AND d.off <> r.base + r.rel;
+			       array_agg(CASE WHEN d.message_id <> u.mid THEN d.off END ORDER BY u.o),
+			       array_agg(u.skip OR d.message_id <> u.mid ORDER BY u.o)
+			INTO v_dmid, v_doff, v_skip
+			FROM unnest(v_pid, p_id, v_key, v_skip) WITH ORDINALITY
+				AS u (pid, mid, key, skip, o)
+			LEFT JOIN queen_dedup d ON NOT u.skip AND d.partition_id = u.pid
+				AND d.txn_id = u.key;
+			v_lay := queen_push_layout(v_pid, p_id, p_txn, p_trace, p_payload, p_sub,
+						   v_skip);
+			UPDATE queen_dedup d SET off = b.base + u.rel
+			FROM unnest(v_pid, v_key, v_lay.o_rel, p_id) AS u (pid, key, rel, mid)
+			JOIN unnest(v_lpid, v_base) AS b (pid, base) ON b.pid = u.pid
+			WHERE u.key IS NOT NULL AND u.rel IS NOT NULL
+			  AND d.partition_id = u.pid AND d.txn_id = u.key AND d.message_id = u.mid
+			  AND d.off <> b.base + u.rel;
 		END IF;
 	END IF;
 
 	RETURN QUERY
-	WITH it AS (
-		SELECT (u.o - 1)::int AS i, u.pid, u.mid, u.txn, u.trace, u.payload, u.sub, u.fi,
-		       u.dmid, u.doff, u.fi IS NULL AND u.dmid IS NULL AS acc
-		FROM unnest(v_pid, p_id, p_txn, p_trace, p_payload, p_sub, v_first, v_dmid, v_doff)
-			WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, fi, dmid, doff, o)
-	), r AS (
-		SELECT it.i, it.pid, it.mid, it.txn, it.trace, it.payload, it.sub,
-		       row_number() OVER (PARTITION BY it.pid ORDER BY it.i) - 1 AS rel
-		FROM it WHERE it.acc
-	), b AS (
+	WITH b AS (
 		SELECT x.pid, x.base, x.ts, x.qid, coalesce(c.n, 0) AS n
 		FROM unnest(v_lpid, v_base, v_ts, v_qid) AS x (pid, base, ts, qid)
-		LEFT JOIN (SELECT r.pid, count(*) AS n FROM r GROUP BY r.pid) c ON c.pid = x.pid
+		LEFT JOIN (SELECT d.pid, sum(cardinality(d.ids)) AS n
+			   FROM unnest(v_lay.o_drafts) AS d GROUP BY d.pid) c ON c.pid = x.pid
 	), seg AS (
 		INSERT INTO queen_segments (partition_id, base_offset, end_offset, created_at, ids,
 					    txn_ids, trace_ids, payloads, producer_subs)
-		SELECT r.pid, b.base + min(r.rel), b.base + max(r.rel), b.ts,
-		       array_agg(r.mid ORDER BY r.rel),
-		       array_agg(coalesce(r.txn, r.mid::text) ORDER BY r.rel),
-		       CASE WHEN count(r.trace) > 0 THEN array_agg(r.trace ORDER BY r.rel) END,
-		       array_agg(r.payload ORDER BY r.rel),
-		       CASE WHEN count(r.sub) > 0 THEN array_agg(r.sub ORDER BY r.rel) END
-		FROM r JOIN b ON b.pid = r.pid
-		GROUP BY r.pid, r.rel / 1000, b.base, b.ts
+		SELECT d.pid, b.base + d.rel, b.base + d.rel + cardinality(d.ids) - 1, b.ts,
+		       d.ids, d.txn_ids, d.trace_ids, d.payloads, d.producer_subs
+		FROM unnest(v_lay.o_drafts) AS d JOIN b ON b.pid = d.pid
 	), up AS (
 		UPDATE queen_partitions p
 		SET next_offset = b.base + b.n, last_created_at = b.ts
@@ -281,19 +314,22 @@ BEGIN
 		FROM (SELECT string_agg(b.pid::text || ':' || (b.base + b.n - 1)::text, ',') AS s
 		      FROM b WHERE b.n > 0) x
 		WHERE x.s IS NOT NULL
+	), it AS (
+		SELECT (u.o - 1)::int AS i, u.pid, u.mid, u.rel, u.fi, u.dmid, u.doff
+		FROM unnest(v_pid, p_id, v_lay.o_rel, v_first, v_dmid, v_doff)
+			WITH ORDINALITY AS u (pid, mid, rel, fi, dmid, doff, o)
 	)
 	SELECT it.i,
-	       CASE WHEN it.acc THEN 'queued' ELSE 'duplicate' END,
-	       CASE WHEN it.acc THEN it.mid ELSE coalesce(it.dmid, f.dmid, f.mid) END,
+	       CASE WHEN it.rel IS NOT NULL THEN 'queued' ELSE 'duplicate' END,
+	       CASE WHEN it.rel IS NOT NULL THEN it.mid
+		    ELSE coalesce(it.dmid, f.dmid, f.mid) END,
 	       b.qid, it.pid,
-	       CASE WHEN it.acc THEN b.base + r.rel
-		    ELSE coalesce(it.doff, f.doff, b.base + fr.rel) END,
+	       CASE WHEN it.rel IS NOT NULL THEN b.base + it.rel
+		    ELSE coalesce(it.doff, f.doff, b.base + f.rel) END,
 	       b.base + b.n - 1
 	FROM it
 	JOIN b ON b.pid = it.pid
-	LEFT JOIN r ON it.acc AND r.i = it.i
-	LEFT JOIN it f ON f.i = it.fi
-	LEFT JOIN r fr ON fr.i = it.fi
+	LEFT JOIN it f ON it.fi IS NOT NULL AND f.i = it.fi
 	LEFT JOIN nt ON true;
 END
 $$;

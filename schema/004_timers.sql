@@ -35,30 +35,85 @@ CREATE INDEX queen_timers_due ON queen_timers (deliver_at);
 --     payload = the JSON text of the payload, as a string (stored as is);
 --   {"op":"cancel","queue","timerKey"}.
 -- Usable alone or inside a larger transaction (the transaction route's timers array).
+-- When every operation names its own (queue, timerKey) -- the usual call -- the operations
+-- are independent: one upsert (in key order, so concurrent calls do not deadlock) and one
+-- delete.  Otherwise they are applied one at a time, so a later one sees the earlier ones.
 CREATE FUNCTION queen_timers_apply(p_ops jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
+	v_ops jsonb := coalesce(p_ops, '[]'::jsonb);
+	v_bad bigint;
+	v_repeats bool;
 	v_op jsonb;
 	v_i int;
 	v_at timestamptz;
 	v_new bool;
 	v_n int;
+	v_res jsonb;
 	v_out jsonb[] := '{}';
 BEGIN
+	SELECT count(*) FILTER (WHERE x.queue IS NULL OR x."timerKey" IS NULL
+				  OR x.op IS NULL OR x.op NOT IN ('schedule', 'cancel')
+				  OR (x.op = 'schedule' AND (x."delayMs" IS NULL OR x."delayMs" < 0
+							     OR x."messageId" IS NULL
+							     OR x.payload IS NULL))),
+	       count(*) <> count(DISTINCT ROW(x.queue, x."timerKey"))
+	INTO v_bad, v_repeats
+	FROM jsonb_to_recordset(v_ops) AS x (op text, queue text, "timerKey" text,
+					     "delayMs" bigint, "messageId" uuid, payload text);
+	IF v_bad > 0 THEN
+		RAISE EXCEPTION 'queen_timers_apply: % malformed operations', v_bad;
+	END IF;
+
+	IF NOT v_repeats THEN
+		WITH x AS (
+			SELECT * FROM ROWS FROM (jsonb_to_recordset(v_ops) AS (op text, queue text,
+				"timerKey" text, partition text, "delayMs" bigint, txn text,
+				"messageId" uuid, payload text)) WITH ORDINALITY
+				AS x (op, queue, k, part, delay, txn, mid, payload, o)
+		), ins AS (
+			INSERT INTO queen_timers AS t (queue_name, timer_key, partition_name, deliver_at,
+						       txn, message_id, payload, created_at)
+			SELECT x.queue, x.k, coalesce(x.part, 'Default'),
+			       now() + x.delay * interval '1 millisecond', coalesce(x.txn, x.mid::text),
+			       x.mid, x.payload, now()
+			FROM x WHERE x.op = 'schedule'
+			ORDER BY x.queue, x.k
+			ON CONFLICT (queue_name, timer_key) DO UPDATE
+			SET partition_name = excluded.partition_name, deliver_at = excluded.deliver_at,
+			    txn = excluded.txn, message_id = excluded.message_id,
+			    payload = excluded.payload, attempts = 0, last_error = NULL,
+			    created_at = excluded.created_at
+			RETURNING t.queue_name, t.timer_key, t.deliver_at, t.xmax = 0 AS fresh
+		), del AS (
+			DELETE FROM queen_timers t USING x
+			WHERE x.op = 'cancel' AND t.queue_name = x.queue AND t.timer_key = x.k
+			RETURNING t.queue_name, t.timer_key
+		)
+		SELECT coalesce(jsonb_agg(CASE WHEN x.op = 'schedule' THEN jsonb_build_object(
+				'index', x.o - 1, 'op', 'schedule', 'ok', true, 'status', 'scheduled',
+				'queue', x.queue, 'timerKey', x.k,
+				'partition', coalesce(x.part, 'Default'),
+				'txn', coalesce(x.txn, x.mid::text), 'messageId', x.mid,
+				'deliverAt', queen_ts(ins.deliver_at), 'replaced', NOT ins.fresh)
+			ELSE jsonb_build_object(
+				'index', x.o - 1, 'op', 'cancel', 'ok', true,
+				'status', CASE WHEN del.queue_name IS NOT NULL THEN 'cancelled'
+					       ELSE 'absent' END,
+				'queue', x.queue, 'timerKey', x.k) END ORDER BY x.o), '[]'::jsonb)
+		INTO v_res
+		FROM x
+		LEFT JOIN ins ON x.op = 'schedule' AND ins.queue_name = x.queue AND ins.timer_key = x.k
+		LEFT JOIN del ON x.op = 'cancel' AND del.queue_name = x.queue AND del.timer_key = x.k;
+		RETURN v_res;
+	END IF;
+
 	FOR v_op, v_i IN
 		SELECT e.v, (e.o - 1)::int
-		FROM jsonb_array_elements(coalesce(p_ops, '[]'::jsonb)) WITH ORDINALITY AS e (v, o)
+		FROM jsonb_array_elements(v_ops) WITH ORDINALITY AS e (v, o)
 		ORDER BY e.o
 	LOOP
-		IF v_op->>'queue' IS NULL OR v_op->>'timerKey' IS NULL THEN
-			RAISE EXCEPTION 'queen_timers_apply: operation % lacks queue or timerKey', v_i;
-		END IF;
 		IF v_op->>'op' = 'schedule' THEN
-			IF (v_op->>'delayMs')::bigint IS NULL OR (v_op->>'delayMs')::bigint < 0
-			   OR v_op->>'messageId' IS NULL OR v_op->>'payload' IS NULL THEN
-				RAISE EXCEPTION 'queen_timers_apply: operation % is not a valid schedule',
-					v_i;
-			END IF;
 			v_at := now() + (v_op->>'delayMs')::bigint * interval '1 millisecond';
 			INSERT INTO queen_timers AS t (queue_name, timer_key, partition_name, deliver_at,
 						       txn, message_id, payload, created_at)
@@ -79,7 +134,7 @@ BEGIN
 				'txn', coalesce(v_op->>'txn', v_op->>'messageId'),
 				'messageId', v_op->>'messageId', 'deliverAt', queen_ts(v_at),
 				'replaced', NOT v_new);
-		ELSIF v_op->>'op' = 'cancel' THEN
+		ELSE
 			DELETE FROM queen_timers t
 			WHERE t.queue_name = v_op->>'queue' AND t.timer_key = v_op->>'timerKey';
 			GET DIAGNOSTICS v_n = ROW_COUNT;
@@ -87,8 +142,6 @@ BEGIN
 				'index', v_i, 'op', 'cancel', 'ok', true,
 				'status', CASE WHEN v_n > 0 THEN 'cancelled' ELSE 'absent' END,
 				'queue', v_op->>'queue', 'timerKey', v_op->>'timerKey');
-		ELSE
-			RAISE EXCEPTION 'queen_timers_apply: operation % has an unknown op', v_i;
 		END IF;
 	END LOOP;
 	RETURN to_jsonb(v_out);

@@ -80,6 +80,20 @@ subtest 'status dlq dead-letters the head at once' => sub {
 	is($d->{messages}[0]{errorMessage}, 'poison', 'with the given reason');
 };
 
+subtest 'dead-lettering the head of a larger batch: the rest redelivers at once' => sub {
+	$q->push_n('dqb', 3);
+	my ($s, $b) = $q->pop('dqb', batch => 3);
+	my (undef, $r) = $q->ack_batch(undef,
+		{ transactionId => 'dqb-m-0', partitionId => $b->{partitionId}, leaseId => $b->{leaseId},
+		  status => 'dlq', error => 'poison' },
+		{ transactionId => 'dqb-m-1', partitionId => $b->{partitionId}, leaseId => $b->{leaseId},
+		  status => 'completed' });
+	is_true($r->[0]{dlq}, 'the head is dead-lettered');
+	($s, $b) = $q->pop('dqb', batch => 3);
+	is($s, 200, 'the lease was released: the next pop delivers');
+	is_deeply(offsets($b), [ 1, 2 ], 'from past the dead letter; the completed above it redelivers');
+};
+
 subtest 'budget spent without an error text: "Retries exhausted"' => sub {
 	is(($q->configure('rl0', retryLimit => 0))[0], 200, 'retryLimit 0');
 	$q->push_n('rl0', 1);

@@ -48,7 +48,8 @@ subtest 'a lost putIfAbsent aborts the call: earlier writes are not visible' => 
 	is_false(get('rq', 'n')->{found}, 'the incr before it was undone');
 	is(get('rq', 'keep')->{value}, 'old', 'the overwrite before it was undone');
 	is_false(get('rq', 'after')->{found}, 'the op after it never ran');
-	is_deeply(get('rq', 'lock')->{value}, { owner => 'first' }, 'the lock is still the first owner\'s');
+	is_deeply(get('rq', 'lock')->{value}, { owner => 'first' },
+		'the lock still holds the first owner');
 	is(get('rq', 'lock')->{version}, $lock_v, 'with its version');
 };
 

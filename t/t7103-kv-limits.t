@@ -25,7 +25,8 @@ sub rejected {
 	is($s, $status, "$name: $status");
 	is($b->{error}, $code, "$name: error $code");
 	is($b->{reason}, $reason, "$name: reason $reason");
-	ok(defined $b->{detail} && length $b->{detail}, "$name: detail says why: " . ($b->{detail} // ''));
+	ok(defined $b->{detail} && length $b->{detail},
+		"$name: detail says why: " . ($b->{detail} // ''));
 	return $b // {};
 }
 
@@ -35,7 +36,8 @@ subtest 'value size: 65536 bytes of JSON pass, one more is 413' => sub {
 	is($s, 200, 'a value of exactly 65536 bytes is stored');
 	is_true($b->{results}[0]{applied}, 'applied');
 	is(length(get('lim', 'v-max')->{value}), 65534, 'and reads back whole');
-	$b = rejected('65537 bytes', 413, 'kv_value_too_large', 'value_too_large', put('v-big', 'x' x 65535));
+	$b = rejected('65537 bytes', 413, 'kv_value_too_large', 'value_too_large',
+		put('v-big', 'x' x 65535));
 	is($b->{limit}, 65536, 'the limit is named');
 	is($b->{index}, 0, 'the op is named');
 	$b = rejected('a large object', 413, 'kv_value_too_large', 'value_too_large',
@@ -53,7 +55,8 @@ subtest 'key size: 512 bytes pass, 513 are refused' => sub {
 	is($s, 200, '256 two-byte characters = 512 bytes');
 	my $b = rejected('513 bytes', 400, 'kv_limit_exceeded', 'key_too_long', put('k' x 513, 1));
 	like($b->{detail}, qr/513/, 'the size is in the detail');
-	rejected('257 two-byte characters', 400, 'kv_limit_exceeded', 'key_too_long', put("\x{e9}" x 257, 1));
+	rejected('257 two-byte characters', 400, 'kv_limit_exceeded', 'key_too_long',
+		put("\x{e9}" x 257, 1));
 	rejected('a long key in getMany', 400, 'kv_limit_exceeded', 'key_too_long',
 		{ op => 'getMany', ns => 'lim', keys => [ 'a', 'b' x 600 ] });
 	rejected('a long namespace', 400, 'kv_limit_exceeded', 'ns_too_long',
@@ -69,7 +72,8 @@ subtest '256 ops pass, 257 are refused' => sub {
 };
 
 subtest '1024 keys pass, 1025 are refused' => sub {
-	my ($s, $b) = kv_raw({ op => 'getMany', ns => 'lim', keys => [ map { "op$_" } 1 .. 1024 ] });
+	my @keys = map { "op$_" } 1 .. 1024;
+	my ($s, $b) = kv_raw({ op => 'getMany', ns => 'lim', keys => \@keys });
 	is($s, 200, 'getMany of 1024 keys');
 	is(scalar @{ $b->{results}[0]{rows} }, 256, 'finds the 256 written');
 	is(scalar @{ $b->{results}[0]{missing} }, 768, 'and the rest missing');
@@ -83,7 +87,8 @@ subtest '1024 keys pass, 1025 are refused' => sub {
 
 subtest 'every write carries exactly one of ttlSeconds or forever:true' => sub {
 	for my $op (qw(put putIfAbsent incr)) {
-		my %base = (op => $op, ns => 'lim', key => "ttl-$op", ($op eq 'incr' ? () : (value => 1)));
+		my %base = (op => $op, ns => 'lim', key => "ttl-$op",
+			($op eq 'incr' ? () : (value => 1)));
 		rejected("$op with neither", 400, 'kv_bad_request', 'ttl', {%base});
 		rejected("$op with both", 400, 'kv_bad_request', 'ttl',
 			{ %base, ttlSeconds => 10, forever => jtrue });
@@ -102,29 +107,37 @@ subtest 'every write carries exactly one of ttlSeconds or forever:true' => sub {
 };
 
 subtest 'malformed ops' => sub {
-	rejected('unknown op', 400, 'kv_bad_request', 'unknown_op', { op => 'frobnicate', ns => 'lim', key => 'k' });
+	rejected('unknown op', 400, 'kv_bad_request', 'unknown_op',
+		{ op => 'frobnicate', ns => 'lim', key => 'k' });
 	rejected('no op', 400, 'kv_bad_request', 'missing_field', { ns => 'lim', key => 'k' });
 	rejected('an op that is not an object', 400, 'kv_bad_request', 'bad_op', 'get');
 	rejected('no ns', 400, 'kv_bad_request', 'missing_field', { op => 'get', key => 'k' });
 	rejected('no key', 400, 'kv_bad_request', 'missing_field', { op => 'get', ns => 'lim' });
-	rejected('empty key', 400, 'kv_bad_request', 'bad_field', { op => 'get', ns => 'lim', key => '' });
-	rejected('key not a string', 400, 'kv_bad_request', 'bad_field', { op => 'get', ns => 'lim', key => 7 });
+	rejected('empty key', 400, 'kv_bad_request', 'bad_field',
+		{ op => 'get', ns => 'lim', key => '' });
+	rejected('key not a string', 400, 'kv_bad_request', 'bad_field',
+		{ op => 'get', ns => 'lim', key => 7 });
 	rejected('put without value', 400, 'kv_bad_request', 'missing_field',
 		{ op => 'put', ns => 'lim', key => 'k', forever => jtrue });
-	rejected('expect negative', 400, 'kv_bad_request', 'bad_field', { %{ put('k', 1) }, expect => -1 });
+	rejected('expect negative', 400, 'kv_bad_request', 'bad_field',
+		{ %{ put('k', 1) }, expect => -1 });
 	rejected('expect on putIfAbsent', 400, 'kv_bad_request', 'not_allowed',
-		{ op => 'putIfAbsent', ns => 'lim', key => 'k', value => 1, forever => jtrue, expect => 0 });
+		{ %{ put('k', 1) }, op => 'putIfAbsent', expect => 0 });
 	rejected('required on a read', 400, 'kv_bad_request', 'not_allowed',
 		{ op => 'get', ns => 'lim', key => 'k', required => jtrue });
-	rejected('required not a boolean', 400, 'kv_bad_request', 'bad_field', { %{ put('k', 1) }, required => 'yes' });
+	rejected('required not a boolean', 400, 'kv_bad_request', 'bad_field',
+		{ %{ put('k', 1) }, required => 'yes' });
 	rejected('delta not an integer', 400, 'kv_bad_request', 'bad_field',
 		{ op => 'incr', ns => 'lim', key => 'c', delta => 1.5, forever => jtrue });
-	rejected('getMany without keys', 400, 'kv_bad_request', 'missing_field', { op => 'getMany', ns => 'lim' });
+	rejected('getMany without keys', 400, 'kv_bad_request', 'missing_field',
+		{ op => 'getMany', ns => 'lim' });
 	rejected('getPrefix limit 0', 400, 'kv_bad_request', 'bad_field',
 		{ op => 'getPrefix', ns => 'lim', prefix => 'a', limit => 0 });
-	my ($s, $b) = $q->request('POST', '/api/v1/kv', '[{"op":"put","ns":"lim","key":"n\u0000l","value":1,"forever":true}]');
+	my ($s, $b) = $q->request('POST', '/api/v1/kv',
+		'[{"op":"put","ns":"lim","key":"n\u0000l","value":1,"forever":true}]');
 	is($s, 400, 'a NUL in a key: 400');
-	($s, $b) = $q->request('POST', '/api/v1/kv', '[{"op":"put","ns":"lim","key":"nul","value":"a\u0000b","forever":true}]');
+	($s, $b) = $q->request('POST', '/api/v1/kv',
+		'[{"op":"put","ns":"lim","key":"nul","value":"a\u0000b","forever":true}]');
 	is($s, 400, 'a NUL in a value string: 400 (jsonb cannot store it)');
 	($s, $b) = $q->request('POST', '/api/v1/kv', '{"op":"get"');
 	is($s, 400, 'malformed JSON: 400');
@@ -138,13 +151,15 @@ subtest 'malformed ops' => sub {
 
 subtest 'a rejected call changes nothing' => sub {
 	my $b = rejected('a bad op after good writes', 400, 'kv_bad_request', 'ttl',
-		put('atomic-1', 1), { op => 'incr', ns => 'lim', key => 'atomic-2', forever => jtrue },
+		put('atomic-1', 1),
+		{ op => 'incr', ns => 'lim', key => 'atomic-2', forever => jtrue },
 		{ op => 'put', ns => 'lim', key => 'atomic-3', value => 3 });
 	is($b->{index}, 2, 'index names the bad op');
 	like($b->{detail}, qr/operations\[2\]/, 'so does the detail');
 	is_false(get('lim', 'atomic-1')->{found}, 'first write not applied');
 	is_false(get('lim', 'atomic-2')->{found}, 'second write not applied');
-	rejected('a value too large after good writes', 413, 'kv_value_too_large', 'value_too_large',
+	rejected('a value too large after good writes', 413, 'kv_value_too_large',
+		'value_too_large',
 		put('atomic-4', 1), put('atomic-5', 'x' x 70000));
 	is_false(get('lim', 'atomic-4')->{found}, 'not applied either');
 };

@@ -20,7 +20,8 @@ sub kv {
 sub get { kv({ op => 'get', ns => $_[0], key => $_[1] })->[0] }
 
 subtest 'ttlSeconds 1: the key expires' => sub {
-	my $r = kv({ op => 'put', ns => 'ttl', key => 'short', value => 'soon gone', ttlSeconds => 1 },
+	my $r = kv(
+		{ op => 'put', ns => 'ttl', key => 'short', value => 'soon gone', ttlSeconds => 1 },
 		{ op => 'put', ns => 'ttl', key => 'long', value => 'stays', ttlSeconds => 3600 },
 		{ op => 'put', ns => 'ttl', key => 'forever', value => 'stays', forever => jtrue },
 		{ op => 'incr', ns => 'ttl', key => 'window', delta => 5, ttlSeconds => 1 });
@@ -33,12 +34,15 @@ subtest 'ttlSeconds 1: the key expires' => sub {
 	ok(wait_until(sub { !get('ttl', 'window')->{found} }, 30, 0.2), 'the counter expired too');
 
 	$r = kv({ op => 'getMany', ns => 'ttl', keys => [qw(short long forever)] });
-	is_deeply([ map { $_->{key} } @{ $r->[0]{rows} } ], [qw(long forever)], 'getMany: live keys only');
+	is_deeply([ map { $_->{key} } @{ $r->[0]{rows} } ], [qw(long forever)],
+		'getMany: live keys only');
 	is_deeply($r->[0]{missing}, ['short'], 'getMany: the expired key is missing');
 	$r = kv({ op => 'getPrefix', ns => 'ttl', prefix => '' });
-	is_deeply([ sort map { $_->{key} } @{ $r->[0]{rows} } ], [qw(forever long)], 'getPrefix skips it');
+	is_deeply([ sort map { $_->{key} } @{ $r->[0]{rows} } ], [qw(forever long)],
+		'getPrefix skips it');
 
-	$r = kv({ op => 'putIfAbsent', ns => 'ttl', key => 'short', value => 'again', ttlSeconds => 60 });
+	$r = kv({ op => 'putIfAbsent', ns => 'ttl', key => 'short', value => 'again',
+		ttlSeconds => 60 });
 	is_true($r->[0]{applied}, 'putIfAbsent on an expired key: applied');
 	cmp_ok($r->[0]{version}, '>', $v, 'with a larger version than the expired one');
 	$r = kv({ op => 'incr', ns => 'ttl', key => 'window', delta => 1, ttlSeconds => 60 });
@@ -52,7 +56,8 @@ subtest 'expect 0 treats an expired key as missing; a write resets the expiry' =
 		{ op => 'put', ns => 'ttl2', key => 'keep', value => 1, ttlSeconds => 1 });
 	kv({ op => 'put', ns => 'ttl2', key => 'keep', value => 2, forever => jtrue });
 	ok(wait_until(sub { !get('ttl2', 'k')->{found} }, 30, 0.2), 'k expired');
-	my $r = kv({ op => 'put', ns => 'ttl2', key => 'k', value => 2, forever => jtrue, expect => 0 });
+	my $r = kv({ op => 'put', ns => 'ttl2', key => 'k', value => 2, forever => jtrue,
+		expect => 0 });
 	is_true($r->[0]{applied}, 'expect 0 holds on an expired key');
 	my $keep = get('ttl2', 'keep');
 	is_true($keep->{found}, 'a key rewritten with forever does not expire');
@@ -60,7 +65,8 @@ subtest 'expect 0 treats an expired key as missing; a write resets the expiry' =
 };
 
 subtest 'expired keys are pruned from the table' => sub {
-	kv(map { +{ op => 'put', ns => 'prune', key => "p$_", value => $_, ttlSeconds => 1 } } 1 .. 50);
+	kv(map { +{ op => 'put', ns => 'prune', key => "p$_", value => $_, ttlSeconds => 1 } }
+		1 .. 50);
 	kv({ op => 'put', ns => 'prune', key => 'live', value => 1, forever => jtrue });
 	my $rows = sub { $pg->psql("SELECT count(*) FROM queen_kv WHERE ns = 'prune'") };
 	is($rows->(), 51, '51 rows stored');
@@ -70,7 +76,7 @@ subtest 'expired keys are pruned from the table' => sub {
 	is(get('prune', 'live')->{value}, 1, 'the live key is untouched');
 	my $r = kv({ op => 'put', ns => 'prune', key => 'p1', value => 'new', forever => jtrue });
 	my $max = $pg->psql("SELECT last_value FROM queen_kv_version");
-	is($r->[0]{version}, $max, 'a pruned key re-created takes a fresh version, never an old one');
+	is($r->[0]{version}, $max, 'a pruned key re-created takes a fresh version');
 };
 
 done_testing;

@@ -26,7 +26,8 @@ sub path {
 sub etag { my $h = shift; my $t = $h->{etag} // return undef; $t =~ s/^(?:W\/)?"(.*)"$/$1/; $t }
 
 subtest 'PUT, GET, ETag' => sub {
-	my ($s, $b, $h) = $q->put_json(path('app', 'feature/flags'), { value => { dark => jtrue }, forever => jtrue });
+	my ($s, $b, $h) = $q->put_json(path('app', 'feature/flags'),
+		{ value => { dark => jtrue }, forever => jtrue });
 	is($s, 200, 'PUT 200');
 	is($b->{op}, 'put', 'the put result element');
 	is_true($b->{applied}, 'applied');
@@ -46,7 +47,8 @@ subtest 'PUT, GET, ETag' => sub {
 	is(etag($h), $v, 'GET: ETag = version');
 	like($h->{etag}, qr/^"\d+"$/, 'ETag is a quoted strong tag');
 
-	my (undef, $post) = $q->post_json('/api/v1/kv', [ { op => 'get', ns => 'app', key => 'feature/flags' } ]);
+	my (undef, $post) = $q->post_json('/api/v1/kv',
+		[ { op => 'get', ns => 'app', key => 'feature/flags' } ]);
 	is_deeply($b, $post->{results}[0], 'the same element as POST /api/v1/kv answers');
 };
 
@@ -65,7 +67,8 @@ subtest 'PUT with expect and TTL' => sub {
 	my (undef, $g) = $q->get(path('app', 'cfg'));
 	ok(defined $g->{expiresAt}, 'ttlSeconds sets expiresAt');
 	my $h;
-	($s, $b, $h) = $q->put_json(path('app', 'cfg'), { value => 2, forever => jtrue, expect => $v + 1000 });
+	($s, $b, $h) = $q->put_json(path('app', 'cfg'),
+		{ value => 2, forever => jtrue, expect => $v + 1000 });
 	is($s, 200, 'stale expect: still 200');
 	is_false($b->{applied}, 'not applied');
 	is($b->{reason}, 'version', 'reason version');
@@ -74,10 +77,11 @@ subtest 'PUT with expect and TTL' => sub {
 	($s, $b) = $q->put_json(path('app', 'cfg'), { value => 2, forever => jtrue, expect => $v });
 	is_true($b->{applied}, 'current expect: applied');
 	cmp_ok($b->{version}, '>', $v, 'new version');
-	($s, $b) = $q->put_json(path('app', 'brand-new'), { value => 'x', forever => jtrue, expect => 0 });
+	($s, $b) = $q->put_json(path('app', 'brand-new'),
+		{ value => 'x', forever => jtrue, expect => 0 });
 	is_true($b->{applied}, 'expect 0 creates');
-	($s, $b) = $q->put_json(path('app', 'brand-new'), { value => 'y', forever => jtrue, expect => 0,
-		required => jtrue });
+	($s, $b) = $q->put_json(path('app', 'brand-new'),
+		{ value => 'y', forever => jtrue, expect => 0, required => jtrue });
 	is_false($b->{ok}, 'required and lost: the precondition verdict');
 	is($b->{reason}, 'kv_precondition', 'reason kv_precondition');
 	is($b->{kvReason}, 'version', 'kvReason version');
@@ -113,7 +117,8 @@ subtest 'percent-encoded and unicode keys' => sub {
 	my ($s, $b) = $q->put_json(path('docs', $key), { value => 'v', forever => jtrue });
 	is($s, 200, 'PUT');
 	is($b->{key}, $key, 'the decoded key');
-	my (undef, $post) = $q->post_json('/api/v1/kv', [ { op => 'get', ns => 'docs', key => $key } ]);
+	my (undef, $post) = $q->post_json('/api/v1/kv',
+		[ { op => 'get', ns => 'docs', key => $key } ]);
 	is($post->{results}[0]{value}, 'v', 'the same key through POST');
 };
 

@@ -22,8 +22,8 @@ sub kv {
 
 subtest 'concurrent incr: no lost update, distinct versions' => sub {
 	my @kids = map { bg(sub {
-		[ map { kv({ op => 'incr', ns => 'cc', key => 'hits', delta => 1, forever => jtrue })->[0]{version} }
-			1 .. $N ]
+		[ map { kv({ op => 'incr', ns => 'cc', key => 'hits', delta => 1,
+			forever => jtrue })->[0]{version} } 1 .. $N ]
 	}) } 1 .. $W;
 	my @versions = map { my $r = $_->result(120); ref $r eq 'ARRAY' ? @$r : () } @kids;
 	is(scalar @versions, $W * $N, 'every increment answered');
@@ -45,7 +45,7 @@ subtest 'concurrent putIfAbsent: exactly one wins' => sub {
 		my @r = map { $_->result(120) } @kids;
 		my @won = grep { ref $_ eq 'HASH' && $_->{applied} } @r;
 		is(scalar @won, 1, "round $round: one winner");
-		is(scalar(grep { ref $_ eq 'HASH' && defined $_->{reason} && $_->{reason} eq 'exists' } @r),
+		is(scalar(grep { ref $_ eq 'HASH' && ($_->{reason} // '') eq 'exists' } @r),
 			$W - 1, "round $round: the others see exists");
 		my $g = kv({ op => 'get', ns => 'cc', key => "lock$round" })->[0];
 		is($g->{version}, $won[0]{version}, "round $round: stored version is the winner's");
@@ -60,8 +60,9 @@ subtest 'compare-and-set loops on expect converge' => sub {
 			while (1) {
 				die "too many retries\n" if ++$tries > 500;
 				my $g = kv({ op => 'get', ns => 'cc', key => 'list' })->[0];
-				my $r = kv({ op => 'put', ns => 'cc', key => 'list', value => [ @{ $g->{value} }, "$w.$i" ],
-					forever => jtrue, expect => $g->{version} })->[0];
+				my $r = kv({ op => 'put', ns => 'cc', key => 'list',
+					value => [ @{ $g->{value} }, "$w.$i" ], forever => jtrue,
+					expect => $g->{version} })->[0];
 				last if $r->{applied};
 			}
 		}
