@@ -12,12 +12,15 @@
 --   * the log of a partition is [log_start, next_offset - 1]; log end = next_offset - 1;
 --   * every hot table is keyed by partition id first, so it can be distributed by that key.
 --
+-- Names and keys compare bytewise (COLLATE "C"): exact, and several times cheaper than a
+-- linguistic collation in every index probe.
+--
 -- Hot tables carry no foreign keys (one less lock and probe per write); deleting a queue
 -- removes its rows explicitly (queen_queue_delete).
 
 CREATE TABLE queen_queues (
 	id				uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-	name				text NOT NULL UNIQUE,
+	name				text COLLATE "C" NOT NULL UNIQUE,
 	namespace			text NOT NULL DEFAULT '',
 	task				text NOT NULL DEFAULT '',
 	-- options, SPEC.md 9 (camelCase name in the comment)
@@ -44,7 +47,7 @@ CREATE TABLE queen_queues (
 CREATE TABLE queen_partitions (
 	id				uuid PRIMARY KEY DEFAULT gen_random_uuid(),
 	queue_id			uuid NOT NULL REFERENCES queen_queues (id) ON DELETE CASCADE,
-	name				text NOT NULL,
+	name				text COLLATE "C" NOT NULL,
 	next_offset			bigint NOT NULL DEFAULT 0,
 	log_start			bigint NOT NULL DEFAULT 0,
 	last_created_at			timestamptz,	-- created_at of the newest segment
@@ -75,7 +78,7 @@ CREATE INDEX queen_segments_time ON queen_segments (partition_id, created_at);
 
 CREATE TABLE queen_cursors (
 	partition_id			uuid NOT NULL,
-	group_name			text NOT NULL,
+	group_name			text COLLATE "C" NOT NULL,
 	committed			bigint NOT NULL DEFAULT -1,	-- -1 = nothing acknowledged
 	lease_id			uuid,
 	lease_expires_at		timestamptz,
@@ -91,7 +94,7 @@ ALTER TABLE queen_cursors SET (fillfactor = 70);
 CREATE INDEX queen_cursors_lease ON queen_cursors (lease_id) WHERE lease_id IS NOT NULL;
 
 CREATE TABLE queen_subscriptions (
-	group_name			text NOT NULL,
+	group_name			text COLLATE "C" NOT NULL,
 	queue_id			uuid NOT NULL,
 	mode				text NOT NULL,	-- all | new | timestamp
 	start_at			timestamptz,	-- NULL = everything retained
@@ -104,7 +107,7 @@ CREATE TABLE queen_subscriptions (
 -- SHA-256 (control characters are rejected in transactionIds, so the two forms never meet).
 CREATE TABLE queen_dedup (
 	partition_id			uuid NOT NULL,
-	txn_id				text NOT NULL,
+	txn_id				text COLLATE "C" NOT NULL,
 	message_id			uuid NOT NULL,
 	off				bigint NOT NULL,
 	created_at			timestamptz NOT NULL,
@@ -116,7 +119,7 @@ CREATE TABLE queen_dlq (
 	id				uuid PRIMARY KEY DEFAULT gen_random_uuid(),
 	queue_id			uuid,
 	partition_id			uuid,
-	queue_name			text NOT NULL,
+	queue_name			text COLLATE "C" NOT NULL,
 	partition_name			text NOT NULL,
 	group_name			text NOT NULL,
 	off				bigint,

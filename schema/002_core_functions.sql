@@ -21,7 +21,7 @@ $$;
 CREATE FUNCTION queen_txn_key(p text) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
 	SELECT CASE WHEN octet_length(p) <= 512 THEN p
-		ELSE chr(1) || encode(sha256(convert_to(p, 'UTF8')), 'hex') END
+		ELSE chr(1) || encode(sha256(convert_to(p, 'UTF8')), 'hex') END COLLATE "C"
 $$;
 
 -- Labels of a queue created from its name: billing.invoice.v2 -> (billing, invoice).
@@ -113,10 +113,12 @@ END
 $$;
 
 -- One segment a push is about to write, laid out before its partition is locked: rel is
--- the offset of its first message relative to the partition's next_offset.
+-- the offset of its first message relative to the partition's next_offset, idx the 1-based
+-- input positions of its messages.
 CREATE TYPE queen_segment_draft AS (
 	pid		uuid,
 	rel		bigint,
+	idx		int[],
 	ids		uuid[],
 	txn_ids		text[],
 	trace_ids	text[],
@@ -124,44 +126,72 @@ CREATE TYPE queen_segment_draft AS (
 	producer_subs	text[]
 );
 
--- Push, the part that needs no lock: lay the items out as segment drafts.  Items with p_skip
--- set (repeats, duplicates) are left out.  Returns, per item in input order, its offset
--- relative to its partition's next offset (NULL = not written); the drafts; and how many
--- distinct partitions the items name.
+-- Push, the part that needs no lock: lay the items out as segment drafts, at most 1000
+-- messages each.  Items with p_skip set (repeats, duplicates) are left out.  Also returns the
+-- distinct partitions named (id order) with the number of messages each receives.
 CREATE FUNCTION queen_push_layout(p_pid uuid[], p_id uuid[], p_txn text[], p_trace text[],
 				  p_payload text[], p_sub text[], p_skip bool[],
-				  OUT o_rel bigint[], OUT o_drafts queen_segment_draft[],
-				  OUT o_nparts int)
+				  OUT o_drafts queen_segment_draft[], OUT o_pid uuid[],
+				  OUT o_cnt int[])
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
+	IF cardinality(p_pid) <= 1000 THEN
+		-- No partition can receive more than 1000: one draft per partition.
+		SELECT array_agg(ROW(g.pid, 0, g.idx, g.ids, g.txns, g.traces, g.pays,
+				     g.subs)::queen_segment_draft),
+		       array_agg(g.pid ORDER BY g.pid),
+		       array_agg(coalesce(cardinality(g.idx), 0) ORDER BY g.pid)
+		INTO o_drafts, o_pid, o_cnt
+		FROM (SELECT u.pid,
+			     array_agg(u.o::int ORDER BY u.o) FILTER (WHERE k.ok) AS idx,
+			     array_agg(u.mid ORDER BY u.o) FILTER (WHERE k.ok) AS ids,
+			     array_agg(coalesce(u.txn, u.mid::text) ORDER BY u.o)
+				FILTER (WHERE k.ok) AS txns,
+			     CASE WHEN count(u.trace) FILTER (WHERE k.ok) > 0 THEN
+				array_agg(u.trace ORDER BY u.o) FILTER (WHERE k.ok) END AS traces,
+			     array_agg(u.payload ORDER BY u.o) FILTER (WHERE k.ok) AS pays,
+			     CASE WHEN count(u.sub) FILTER (WHERE k.ok) > 0 THEN
+				array_agg(u.sub ORDER BY u.o) FILTER (WHERE k.ok) END AS subs
+		      FROM unnest(p_pid, p_id, p_txn, p_trace, p_payload, p_sub, p_skip)
+			WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, skip, o)
+		      CROSS JOIN LATERAL (SELECT u.skip IS NOT TRUE AS ok) k
+		      GROUP BY u.pid) g;
+		-- A partition whose items are all skipped gets no draft.
+		o_drafts := ARRAY(SELECT d FROM unnest(o_drafts) d WHERE d.idx IS NOT NULL);
+		RETURN;
+	END IF;
+
 	WITH r AS (
-		SELECT u.o, u.pid, u.mid, u.txn, u.trace, u.payload, u.sub,
-		       CASE WHEN u.skip IS NOT TRUE THEN
-			    count(*) FILTER (WHERE u.skip IS NOT TRUE)
-				OVER (PARTITION BY u.pid ORDER BY u.o) - 1 END AS rel
+		SELECT u.o::int AS o, u.pid, u.mid, u.txn, u.trace, u.payload, u.sub,
+		       row_number() OVER (PARTITION BY u.pid ORDER BY u.o) - 1 AS rel
 		FROM unnest(p_pid, p_id, p_txn, p_trace, p_payload, p_sub, p_skip)
 			WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, skip, o)
-	), g AS (
-		SELECT ROW(r.pid, min(r.rel), array_agg(r.mid ORDER BY r.rel),
-			   array_agg(coalesce(r.txn, r.mid::text) ORDER BY r.rel),
-			   CASE WHEN count(r.trace) > 0 THEN array_agg(r.trace ORDER BY r.rel) END,
-			   array_agg(r.payload ORDER BY r.rel),
-			   CASE WHEN count(r.sub) > 0 THEN array_agg(r.sub ORDER BY r.rel) END
-		       )::queen_segment_draft AS d
-		FROM r WHERE r.rel IS NOT NULL
-		GROUP BY r.pid, r.rel / 1000
+		WHERE u.skip IS NOT TRUE
 	)
-	SELECT (SELECT array_agg(r.rel ORDER BY r.o) FROM r),
-	       (SELECT array_agg(g.d) FROM g),
-	       (SELECT count(DISTINCT r.pid) FROM r)
-	INTO o_rel, o_drafts, o_nparts;
+	SELECT (SELECT array_agg(ROW(g.pid, g.rel, g.idx, g.ids, g.txns, g.traces, g.pays,
+				     g.subs)::queen_segment_draft)
+		FROM (SELECT r.pid, min(r.rel) AS rel, array_agg(r.o ORDER BY r.rel) AS idx,
+			     array_agg(r.mid ORDER BY r.rel) AS ids,
+			     array_agg(coalesce(r.txn, r.mid::text) ORDER BY r.rel) AS txns,
+			     CASE WHEN count(r.trace) > 0 THEN
+				array_agg(r.trace ORDER BY r.rel) END AS traces,
+			     array_agg(r.payload ORDER BY r.rel) AS pays,
+			     CASE WHEN count(r.sub) > 0 THEN array_agg(r.sub ORDER BY r.rel) END
+				AS subs
+		      FROM r GROUP BY r.pid, r.rel / 1000) g),
+	       (SELECT array_agg(c.pid ORDER BY c.pid) FROM (
+			SELECT DISTINCT u.pid FROM unnest(p_pid) u (pid)) c),
+	       (SELECT array_agg(coalesce(n.n, 0)::int ORDER BY c.pid)
+		FROM (SELECT DISTINCT u.pid FROM unnest(p_pid) u (pid)) c
+		LEFT JOIN (SELECT r.pid, count(*) AS n FROM r GROUP BY r.pid) n ON n.pid = c.pid)
+	INTO o_drafts, o_pid, o_cnt;
 END
 $$;
 
 -- Push (SPEC.md 4).  One row per input item.  The partition row locks are held until
--- commit and every push to those partitions waits for them, so everything that can be done
--- before them is:
---   before   resolve names (creating queues and partitions), judge in-call repeats of a
+-- commit and every push to those partitions waits for them, so what can be done before
+-- them is:
+--   before   resolve names (creating queues and partitions), find in-call repeats of a
 --            transactionId, lay the items out as segments (queen_push_layout);
 --   locked   lock the partitions in id order and read their next offsets (1 statement);
 --            claim the dedup keys, only when the call carries transactionIds (1 statement);
@@ -179,7 +209,7 @@ DECLARE
 	v_pid uuid[] := p_pid;
 	v_keys bool := p_txn IS NOT NULL AND array_remove(p_txn, NULL) <> '{}';
 	v_key text[];		-- per item: dedup key (NULL: none, or window 0)
-	v_first int[];		-- per item: index of the first item with its key, for repeats
+	v_first int[];		-- per item: 1-based index of the first item with its key
 	v_skip bool[];		-- per item: not written (repeat or duplicate)
 	v_dmid uuid[];		-- per item: id of the committed message it duplicates
 	v_doff bigint[];
@@ -188,7 +218,6 @@ DECLARE
 	v_base bigint[];	--   next_offset when locked
 	v_ts timestamptz[];	--   created_at of the segments written now
 	v_qid uuid[];		--   queue id
-	v_win int[];		--   dedup window of its queue
 	v_nkeys int;
 	v_acc int;
 	v_try int := 0;
@@ -205,10 +234,10 @@ BEGIN
 			v_pid := queen_resolve_partitions(v_pid, p_queue, p_partition);
 		END IF;
 		IF v_keys THEN
-			-- Dedup keys (where the queue's window is on) and in-call repeats: the
-			-- first item with a key wins.
+			-- Dedup keys (where the queue's window is on); the first item with a key
+			-- wins over its in-call repeats.
 			SELECT array_agg(k.key ORDER BY k.o),
-			       array_agg(CASE WHEN k.fi <> k.o THEN (k.fi - 1)::int END ORDER BY k.o),
+			       array_agg(CASE WHEN k.fi <> k.o THEN k.fi::int END ORDER BY k.o),
 			       array_agg(k.fi <> k.o ORDER BY k.o)
 			INTO v_key, v_first, v_skip
 			FROM (SELECT u.o, x.key,
@@ -226,15 +255,14 @@ BEGIN
 		-- Lock.  The subquery's order is the lock order and the arrays' order.
 		SELECT array_agg(l.id), array_agg(l.next_offset),
 		       array_agg(greatest(clock_timestamp(), l.last_created_at)),
-		       array_agg(l.queue_id), array_agg(l.win)
-		INTO v_lpid, v_base, v_ts, v_qid, v_win
-		FROM (SELECT p.id, p.next_offset, p.last_created_at, p.queue_id,
-			     q.dedup_window_seconds AS win
-		      FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+		       array_agg(l.queue_id)
+		INTO v_lpid, v_base, v_ts, v_qid
+		FROM (SELECT p.id, p.next_offset, p.last_created_at, p.queue_id
+		      FROM queen_partitions p
 		      WHERE p.id = ANY (v_pid)
 		      ORDER BY p.id
-		      FOR UPDATE OF p) l;
-		EXIT WHEN cardinality(v_lpid) = v_lay.o_nparts;
+		      FOR UPDATE) l;
+		EXIT WHEN v_lpid = v_lay.o_pid;
 		-- A partition id the broker knew is gone (its queue was deleted): resolve that
 		-- item by name again.  Rare; the locks taken so far are kept.
 		v_try := v_try + 1;
@@ -252,10 +280,12 @@ BEGIN
 		WITH ins AS (
 			INSERT INTO queen_dedup AS d (partition_id, txn_id, message_id, off,
 						      created_at)
-			SELECT u.pid, u.key, u.mid, b.base + u.rel, b.ts
-			FROM unnest(v_pid, v_key, v_lay.o_rel, p_id) AS u (pid, key, rel, mid)
-			JOIN unnest(v_lpid, v_base, v_ts) AS b (pid, base, ts) ON b.pid = u.pid
-			WHERE u.key IS NOT NULL AND u.rel IS NOT NULL
+			SELECT x.pid, k.key, x.ids[i.r], b.base + x.rel + i.r - 1, b.ts
+			FROM unnest(v_lay.o_drafts) AS x
+			JOIN unnest(v_lpid, v_base, v_ts) AS b (pid, base, ts) ON b.pid = x.pid
+			CROSS JOIN LATERAL unnest(x.idx) WITH ORDINALITY AS i (o, r)
+			JOIN unnest(v_key) WITH ORDINALITY AS k (key, o) ON k.o = i.o
+			WHERE k.key IS NOT NULL
 			ON CONFLICT (partition_id, txn_id) DO UPDATE
 			SET message_id = excluded.message_id, off = excluded.off,
 			    created_at = excluded.created_at
@@ -267,8 +297,8 @@ BEGIN
 		)
 		SELECT count(*) INTO v_acc FROM ins;
 		SELECT count(*) INTO v_nkeys
-		FROM unnest(v_key, v_lay.o_rel) AS u (key, rel)
-		WHERE u.key IS NOT NULL AND u.rel IS NOT NULL;
+		FROM unnest(v_key, v_skip) AS u (key, skip)
+		WHERE u.key IS NOT NULL AND NOT u.skip;
 
 		IF v_acc < v_nkeys THEN
 			-- Slow path: some keys are live.  Those rows were left alone: mark their
@@ -276,7 +306,8 @@ BEGIN
 			SELECT array_agg(CASE WHEN d.message_id <> u.mid THEN d.message_id END
 					 ORDER BY u.o),
 			       array_agg(CASE WHEN d.message_id <> u.mid THEN d.off END ORDER BY u.o),
-			       array_agg(u.skip OR d.message_id <> u.mid ORDER BY u.o)
+			       array_agg(u.skip OR coalesce(d.message_id <> u.mid, false)
+					 ORDER BY u.o)
 			INTO v_dmid, v_doff, v_skip
 			FROM unnest(v_pid, p_id, v_key, v_skip) WITH ORDINALITY
 				AS u (pid, mid, key, skip, o)
@@ -284,21 +315,20 @@ BEGIN
 				AND d.txn_id = u.key;
 			v_lay := queen_push_layout(v_pid, p_id, p_txn, p_trace, p_payload, p_sub,
 						   v_skip);
-			UPDATE queen_dedup d SET off = b.base + u.rel
-			FROM unnest(v_pid, v_key, v_lay.o_rel, p_id) AS u (pid, key, rel, mid)
-			JOIN unnest(v_lpid, v_base) AS b (pid, base) ON b.pid = u.pid
-			WHERE u.key IS NOT NULL AND u.rel IS NOT NULL
-			  AND d.partition_id = u.pid AND d.txn_id = u.key AND d.message_id = u.mid
-			  AND d.off <> b.base + u.rel;
+			UPDATE queen_dedup d SET off = b.base + x.rel + i.r - 1
+			FROM unnest(v_lay.o_drafts) AS x
+			JOIN unnest(v_lpid, v_base) AS b (pid, base) ON b.pid = x.pid
+			CROSS JOIN LATERAL unnest(x.idx) WITH ORDINALITY AS i (o, r)
+			JOIN unnest(v_key) WITH ORDINALITY AS k (key, o) ON k.o = i.o
+			WHERE k.key IS NOT NULL AND d.partition_id = x.pid AND d.txn_id = k.key
+			  AND d.message_id = x.ids[i.r] AND d.off <> b.base + x.rel + i.r - 1;
 		END IF;
 	END IF;
 
 	RETURN QUERY
 	WITH b AS (
-		SELECT x.pid, x.base, x.ts, x.qid, coalesce(c.n, 0) AS n
-		FROM unnest(v_lpid, v_base, v_ts, v_qid) AS x (pid, base, ts, qid)
-		LEFT JOIN (SELECT d.pid, sum(cardinality(d.ids)) AS n
-			   FROM unnest(v_lay.o_drafts) AS d GROUP BY d.pid) c ON c.pid = x.pid
+		SELECT x.pid, x.base, x.ts, x.qid, x.n
+		FROM unnest(v_lpid, v_base, v_ts, v_qid, v_lay.o_cnt) AS x (pid, base, ts, qid, n)
 	), seg AS (
 		INSERT INTO queen_segments (partition_id, base_offset, end_offset, created_at, ids,
 					    txn_ids, trace_ids, payloads, producer_subs)
@@ -314,23 +344,37 @@ BEGIN
 		FROM (SELECT string_agg(b.pid::text || ':' || (b.base + b.n - 1)::text, ',') AS s
 		      FROM b WHERE b.n > 0) x
 		WHERE x.s IS NOT NULL
-	), it AS (
-		SELECT (u.o - 1)::int AS i, u.pid, u.mid, u.rel, u.fi, u.dmid, u.doff
-		FROM unnest(v_pid, p_id, v_lay.o_rel, v_first, v_dmid, v_doff)
-			WITH ORDINALITY AS u (pid, mid, rel, fi, dmid, doff, o)
 	)
-	SELECT it.i,
-	       CASE WHEN it.rel IS NOT NULL THEN 'queued' ELSE 'duplicate' END,
-	       CASE WHEN it.rel IS NOT NULL THEN it.mid
-		    ELSE coalesce(it.dmid, f.dmid, f.mid) END,
-	       b.qid, it.pid,
-	       CASE WHEN it.rel IS NOT NULL THEN b.base + it.rel
-		    ELSE coalesce(it.doff, f.doff, b.base + f.rel) END,
-	       b.base + b.n - 1
-	FROM it
-	JOIN b ON b.pid = it.pid
-	LEFT JOIN it f ON it.fi IS NOT NULL AND f.i = it.fi
+	SELECT (i.o - 1)::int, 'queued'::text, d.ids[i.r], b.qid, d.pid,
+	       b.base + d.rel + i.r - 1, b.base + b.n - 1
+	FROM unnest(v_lay.o_drafts) AS d
+	JOIN b ON b.pid = d.pid
+	CROSS JOIN LATERAL unnest(d.idx) WITH ORDINALITY AS i (o, r)
 	LEFT JOIN nt ON true;
+
+	IF v_skip IS NOT NULL AND array_position(v_skip, true) IS NOT NULL THEN
+		-- Duplicates: a committed one answers its original; an in-call repeat its first.
+		RETURN QUERY
+		WITH q AS (
+			SELECT i.o, d.ids[i.r] AS mid, b.base + d.rel + i.r - 1 AS off
+			FROM unnest(v_lay.o_drafts) AS d
+			JOIN unnest(v_lpid, v_base) AS b (pid, base) ON b.pid = d.pid
+			CROSS JOIN LATERAL unnest(d.idx) WITH ORDINALITY AS i (o, r)
+		), u AS (
+			SELECT x.o, x.pid, x.skip, x.fi, x.dmid, x.doff
+			FROM unnest(v_pid, v_skip, v_first, v_dmid, v_doff) WITH ORDINALITY
+				AS x (pid, skip, fi, dmid, doff, o)
+		)
+		SELECT (u.o - 1)::int, 'duplicate'::text,
+		       coalesce(u.dmid, f.dmid, fq.mid), b.qid, u.pid,
+		       coalesce(u.doff, f.doff, fq.off), b.base + b.n - 1
+		FROM u
+		JOIN unnest(v_lpid, v_base, v_qid, v_lay.o_cnt) AS b (pid, base, qid, n)
+			ON b.pid = u.pid
+		LEFT JOIN u f ON f.o = u.fi
+		LEFT JOIN q fq ON fq.o = u.fi
+		WHERE u.skip;
+	END IF;
 END
 $$;
 

@@ -29,15 +29,58 @@ CREATE TABLE queen_timers (
 -- The sweeper's probe: due timers, oldest first.
 CREATE INDEX queen_timers_due ON queen_timers (deliver_at);
 
+-- Schedule and cancel when every operation names its own (queue, timerKey), so they are
+-- independent: one upsert (in key order, so concurrent calls do not deadlock) and one delete.
+-- Results as queen_timers_apply's.
+CREATE FUNCTION queen_timers_apply_set(p_ops jsonb) RETURNS jsonb
+LANGUAGE sql AS $$
+	WITH x AS (
+		SELECT * FROM ROWS FROM (jsonb_to_recordset(p_ops) AS (op text, queue text,
+			"timerKey" text, partition text, "delayMs" bigint, txn text,
+			"messageId" uuid, payload text))
+			WITH ORDINALITY AS x (op, queue, k, part, delay, txn, mid, payload, o)
+	), ins AS (
+		INSERT INTO queen_timers AS t (queue_name, timer_key, partition_name, deliver_at,
+					       txn, message_id, payload, created_at)
+		SELECT x.queue, x.k, coalesce(x.part, 'Default'),
+		       now() + x.delay * interval '1 millisecond', coalesce(x.txn, x.mid::text),
+		       x.mid, x.payload, now()
+		FROM x WHERE x.op = 'schedule'
+		ORDER BY x.queue, x.k
+		ON CONFLICT (queue_name, timer_key) DO UPDATE
+		SET partition_name = excluded.partition_name, deliver_at = excluded.deliver_at,
+		    txn = excluded.txn, message_id = excluded.message_id,
+		    payload = excluded.payload, attempts = 0, last_error = NULL,
+		    created_at = excluded.created_at
+		RETURNING t.queue_name, t.timer_key, t.deliver_at, t.xmax = 0 AS fresh
+	), del AS (
+		DELETE FROM queen_timers t USING x
+		WHERE x.op = 'cancel' AND t.queue_name = x.queue AND t.timer_key = x.k
+		RETURNING t.queue_name, t.timer_key
+	)
+	SELECT coalesce(jsonb_agg(CASE WHEN x.op = 'schedule' THEN jsonb_build_object(
+			'index', x.o - 1, 'op', 'schedule', 'ok', true, 'status', 'scheduled',
+			'queue', x.queue, 'timerKey', x.k, 'partition', coalesce(x.part, 'Default'),
+			'txn', coalesce(x.txn, x.mid::text), 'messageId', x.mid,
+			'deliverAt', queen_ts(ins.deliver_at), 'replaced', NOT ins.fresh)
+		ELSE jsonb_build_object(
+			'index', x.o - 1, 'op', 'cancel', 'ok', true,
+			'status', CASE WHEN del.queue_name IS NULL THEN 'absent'
+				       ELSE 'cancelled' END,
+			'queue', x.queue, 'timerKey', x.k) END ORDER BY x.o), '[]'::jsonb)
+	FROM x
+	LEFT JOIN ins ON x.op = 'schedule' AND ins.queue_name = x.queue AND ins.timer_key = x.k
+	LEFT JOIN del ON x.op = 'cancel' AND del.queue_name = x.queue AND del.timer_key = x.k
+$$;
+
 -- Schedule and cancel (SPEC.md 14), in input order; one result per operation, as a jsonb
 -- array.  p_ops is what the broker's validator (h_timers_validate_ops) produced:
 --   {"op":"schedule","queue","timerKey","partition","delayMs","txn","messageId","payload"}
 --     payload = the JSON text of the payload, as a string (stored as is);
 --   {"op":"cancel","queue","timerKey"}.
 -- Usable alone or inside a larger transaction (the transaction route's timers array).
--- When every operation names its own (queue, timerKey) -- the usual call -- the operations
--- are independent: one upsert (in key order, so concurrent calls do not deadlock) and one
--- delete.  Otherwise they are applied one at a time, so a later one sees the earlier ones.
+-- The usual call names each key once (queen_timers_apply_set); a call naming a key twice is
+-- applied one operation at a time, so a later operation sees the earlier ones.
 CREATE FUNCTION queen_timers_apply(p_ops jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -46,17 +89,19 @@ DECLARE
 	v_repeats bool;
 	v_op jsonb;
 	v_i int;
+	v_q text;
+	v_k text;
+	v_p text;
+	v_txn text;
 	v_at timestamptz;
 	v_new bool;
 	v_n int;
-	v_res jsonb;
 	v_out jsonb[] := '{}';
 BEGIN
-	SELECT count(*) FILTER (WHERE x.queue IS NULL OR x."timerKey" IS NULL
-				  OR x.op IS NULL OR x.op NOT IN ('schedule', 'cancel')
+	SELECT count(*) FILTER (WHERE x.queue IS NULL OR x."timerKey" IS NULL OR x.op IS NULL
+				  OR x.op NOT IN ('schedule', 'cancel')
 				  OR (x.op = 'schedule' AND (x."delayMs" IS NULL OR x."delayMs" < 0
-							     OR x."messageId" IS NULL
-							     OR x.payload IS NULL))),
+					OR x."messageId" IS NULL OR x.payload IS NULL))),
 	       count(*) <> count(DISTINCT ROW(x.queue, x."timerKey"))
 	INTO v_bad, v_repeats
 	FROM jsonb_to_recordset(v_ops) AS x (op text, queue text, "timerKey" text,
@@ -64,48 +109,8 @@ BEGIN
 	IF v_bad > 0 THEN
 		RAISE EXCEPTION 'queen_timers_apply: % malformed operations', v_bad;
 	END IF;
-
 	IF NOT v_repeats THEN
-		WITH x AS (
-			SELECT * FROM ROWS FROM (jsonb_to_recordset(v_ops) AS (op text, queue text,
-				"timerKey" text, partition text, "delayMs" bigint, txn text,
-				"messageId" uuid, payload text)) WITH ORDINALITY
-				AS x (op, queue, k, part, delay, txn, mid, payload, o)
-		), ins AS (
-			INSERT INTO queen_timers AS t (queue_name, timer_key, partition_name, deliver_at,
-						       txn, message_id, payload, created_at)
-			SELECT x.queue, x.k, coalesce(x.part, 'Default'),
-			       now() + x.delay * interval '1 millisecond', coalesce(x.txn, x.mid::text),
-			       x.mid, x.payload, now()
-			FROM x WHERE x.op = 'schedule'
-			ORDER BY x.queue, x.k
-			ON CONFLICT (queue_name, timer_key) DO UPDATE
-			SET partition_name = excluded.partition_name, deliver_at = excluded.deliver_at,
-			    txn = excluded.txn, message_id = excluded.message_id,
-			    payload = excluded.payload, attempts = 0, last_error = NULL,
-			    created_at = excluded.created_at
-			RETURNING t.queue_name, t.timer_key, t.deliver_at, t.xmax = 0 AS fresh
-		), del AS (
-			DELETE FROM queen_timers t USING x
-			WHERE x.op = 'cancel' AND t.queue_name = x.queue AND t.timer_key = x.k
-			RETURNING t.queue_name, t.timer_key
-		)
-		SELECT coalesce(jsonb_agg(CASE WHEN x.op = 'schedule' THEN jsonb_build_object(
-				'index', x.o - 1, 'op', 'schedule', 'ok', true, 'status', 'scheduled',
-				'queue', x.queue, 'timerKey', x.k,
-				'partition', coalesce(x.part, 'Default'),
-				'txn', coalesce(x.txn, x.mid::text), 'messageId', x.mid,
-				'deliverAt', queen_ts(ins.deliver_at), 'replaced', NOT ins.fresh)
-			ELSE jsonb_build_object(
-				'index', x.o - 1, 'op', 'cancel', 'ok', true,
-				'status', CASE WHEN del.queue_name IS NOT NULL THEN 'cancelled'
-					       ELSE 'absent' END,
-				'queue', x.queue, 'timerKey', x.k) END ORDER BY x.o), '[]'::jsonb)
-		INTO v_res
-		FROM x
-		LEFT JOIN ins ON x.op = 'schedule' AND ins.queue_name = x.queue AND ins.timer_key = x.k
-		LEFT JOIN del ON x.op = 'cancel' AND del.queue_name = x.queue AND del.timer_key = x.k;
-		RETURN v_res;
+		RETURN queen_timers_apply_set(v_ops);
 	END IF;
 
 	FOR v_op, v_i IN
@@ -113,57 +118,56 @@ BEGIN
 		FROM jsonb_array_elements(v_ops) WITH ORDINALITY AS e (v, o)
 		ORDER BY e.o
 	LOOP
-		IF v_op->>'op' = 'schedule' THEN
-			v_at := now() + (v_op->>'delayMs')::bigint * interval '1 millisecond';
-			INSERT INTO queen_timers AS t (queue_name, timer_key, partition_name, deliver_at,
-						       txn, message_id, payload, created_at)
-			VALUES (v_op->>'queue', v_op->>'timerKey',
-				coalesce(v_op->>'partition', 'Default'), v_at,
-				coalesce(v_op->>'txn', v_op->>'messageId'), (v_op->>'messageId')::uuid,
-				v_op->>'payload', now())
-			ON CONFLICT (queue_name, timer_key) DO UPDATE
-			SET partition_name = excluded.partition_name, deliver_at = excluded.deliver_at,
-			    txn = excluded.txn, message_id = excluded.message_id,
-			    payload = excluded.payload, attempts = 0, last_error = NULL,
-			    created_at = excluded.created_at
-			RETURNING t.xmax = 0 INTO v_new;
-			v_out := v_out || jsonb_build_object(
-				'index', v_i, 'op', 'schedule', 'ok', true, 'status', 'scheduled',
-				'queue', v_op->>'queue', 'timerKey', v_op->>'timerKey',
-				'partition', coalesce(v_op->>'partition', 'Default'),
-				'txn', coalesce(v_op->>'txn', v_op->>'messageId'),
-				'messageId', v_op->>'messageId', 'deliverAt', queen_ts(v_at),
-				'replaced', NOT v_new);
-		ELSE
-			DELETE FROM queen_timers t
-			WHERE t.queue_name = v_op->>'queue' AND t.timer_key = v_op->>'timerKey';
+		v_q := v_op->>'queue';
+		v_k := v_op->>'timerKey';
+		IF v_op->>'op' = 'cancel' THEN
+			DELETE FROM queen_timers t WHERE t.queue_name = v_q AND t.timer_key = v_k;
 			GET DIAGNOSTICS v_n = ROW_COUNT;
 			v_out := v_out || jsonb_build_object(
 				'index', v_i, 'op', 'cancel', 'ok', true,
 				'status', CASE WHEN v_n > 0 THEN 'cancelled' ELSE 'absent' END,
-				'queue', v_op->>'queue', 'timerKey', v_op->>'timerKey');
+				'queue', v_q, 'timerKey', v_k);
+			CONTINUE;
 		END IF;
+		v_p := coalesce(v_op->>'partition', 'Default');
+		v_txn := coalesce(v_op->>'txn', v_op->>'messageId');
+		v_at := now() + (v_op->>'delayMs')::bigint * interval '1 millisecond';
+		INSERT INTO queen_timers AS t (queue_name, timer_key, partition_name, deliver_at,
+					       txn, message_id, payload, created_at)
+		VALUES (v_q, v_k, v_p, v_at, v_txn, (v_op->>'messageId')::uuid, v_op->>'payload',
+			now())
+		ON CONFLICT (queue_name, timer_key) DO UPDATE
+		SET partition_name = excluded.partition_name, deliver_at = excluded.deliver_at,
+		    txn = excluded.txn, message_id = excluded.message_id,
+		    payload = excluded.payload, attempts = 0, last_error = NULL,
+		    created_at = excluded.created_at
+		RETURNING t.xmax = 0 INTO v_new;
+		v_out := v_out || jsonb_build_object(
+			'index', v_i, 'op', 'schedule', 'ok', true, 'status', 'scheduled',
+			'queue', v_q, 'timerKey', v_k, 'partition', v_p, 'txn', v_txn,
+			'messageId', v_op->>'messageId', 'deliverAt', queen_ts(v_at),
+			'replaced', NOT v_new);
 	END LOOP;
 	RETURN to_jsonb(v_out);
 END
 $$;
 
--- One pending timer as the API shows it; the payload only when asked (peek, not list).
-CREATE FUNCTION queen_timer_json(t queen_timers, p_payload bool) RETURNS jsonb
+-- One pending timer as the API shows it, without its payload (the payload is JSON text,
+-- handed out as stored, never round-tripped through jsonb).
+CREATE FUNCTION queen_timer_json(t queen_timers) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
 	SELECT jsonb_build_object(
 		'queue', t.queue_name, 'timerKey', t.timer_key, 'partition', t.partition_name,
 		'txn', t.txn, 'messageId', t.message_id, 'deliverAt', queen_ts(t.deliver_at),
 		'attempts', t.attempts, 'lastError', t.last_error,
 		'createdAt', queen_ts(t.created_at), 'payloadBytes', octet_length(t.payload))
-	       || CASE WHEN p_payload THEN jsonb_build_object('payload', t.payload::jsonb)
-		       ELSE '{}'::jsonb END
 $$;
 
--- Peek: the pending timer, or NULL.
-CREATE FUNCTION queen_timers_get(p_queue text, p_key text) RETURNS jsonb
+-- Peek: the pending timer and its payload text; no row when there is none.
+CREATE FUNCTION queen_timers_get(p_queue text, p_key text)
+RETURNS TABLE (timer jsonb, payload text)
 LANGUAGE sql STABLE AS $$
-	SELECT queen_timer_json(t, true) FROM queen_timers t
+	SELECT queen_timer_json(t), t.payload FROM queen_timers t
 	WHERE t.queue_name = p_queue AND t.timer_key = p_key
 $$;
 
@@ -180,7 +184,7 @@ LANGUAGE sql STABLE AS $$
 	)
 	SELECT jsonb_build_object(
 		'queue', p_queue,
-		'timers', coalesce(jsonb_agg(queen_timer_json(r.t, false) ORDER BY r.k)
+		'timers', coalesce(jsonb_agg(queen_timer_json(r.t) ORDER BY r.k)
 				   FILTER (WHERE r.rn <= p_limit), '[]'::jsonb),
 		'truncated', count(*) > p_limit,
 		'nextAfter', CASE WHEN count(*) > p_limit THEN

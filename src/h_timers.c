@@ -405,8 +405,29 @@ enum qe
 h_timers_get(struct req *r, struct wk *w)
 {
 	const char *params[2] = { req_param(r, 0), req_param(r, 1) };
+	const char *timer;
+	struct strbuf sb;
+	PGresult *res;
+	enum qe e;
 
-	return h_reply_sql_json(r, w, SQL_TIMERS_GET, params, "Timer not found");
+	e = db_exec(w->db, SQL_TIMERS_GET, params, &res);
+	if (e != QE_OK)
+		return req_fail(r, e, "database unavailable");
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return req_fail(r, QE_NO_RESOURCE, "Timer not found");
+	}
+	/* The timer's fields, then the payload JSON text exactly as it will be delivered. */
+	timer = PQgetvalue(res, 0, 0);
+	QASSERT(PQgetlength(res, 0, 0) > 2 && timer[PQgetlength(res, 0, 0) - 1] == '}');
+	sb_init(&sb);
+	sb_add(&sb, timer, (size_t)PQgetlength(res, 0, 0) - 1);
+	sb_adds(&sb, ", \"payload\": ");
+	sb_add(&sb, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
+	sb_addc(&sb, '}');
+	PQclear(res);
+	req_reply_sb(r, 200, &sb);
+	return QE_OK;
 }
 
 enum qe

@@ -10,6 +10,7 @@
 #include "longpoll.h"
 #include "pindex.h"
 #include "qassert.h"
+#include "retention.h"
 #include "timers.h"
 
 #include <poll.h>
@@ -30,6 +31,7 @@ struct maint_task {
 static struct maint_task maint_tasks[] = {
 	{ "kv_prune", kv_prune_interval_ms, kv_prune, 0 },
 	{ "timers", timers_interval_ms, timers_sweep, 0 },
+	{ "retention", retention_interval_ms, retention_run, 0 },
 	{ NULL, NULL, NULL, 0 },
 };
 

@@ -12,6 +12,7 @@
 #include "h_pop.h"
 #include "h_push.h"
 #include "h_queue.h"
+#include "h_status.h"
 #include "h_timers.h"
 #include "http.h"
 #include "qassert.h"
@@ -57,6 +58,13 @@ static const struct route routes[] = {
 	  h_message_delete, NULL },
 	{ "POST", "/api/v1/messages/:partitionId/:transactionId/retry", BODY_JSON_OPTIONAL,
 	  h_dlq_replay_prepare, h_message_retry_run, NULL },
+	/* operator views (h_status.c) */
+	{ "GET", "/api/v1/resources/queues", BODY_NONE, NULL, h_resources_queues, NULL },
+	{ "GET", "/api/v1/resources/overview", BODY_NONE, NULL, h_resources_overview, NULL },
+	{ "GET", "/api/v1/resources/namespaces", BODY_NONE, NULL, h_resources_namespaces, NULL },
+	{ "GET", "/api/v1/resources/tasks", BODY_NONE, NULL, h_resources_tasks, NULL },
+	{ "GET", "/api/v1/status", BODY_NONE, NULL, h_status, NULL },
+	{ "GET", "/api/v1/status/queues", BODY_NONE, NULL, h_status_queues, NULL },
 	{ "GET", "/health", BODY_NONE, NULL, h_health, NULL },
 	{ "GET", "/metrics", BODY_NONE, NULL, h_metrics, NULL },
 	{ "GET", "/metrics/prometheus", BODY_NONE, NULL, h_prometheus, NULL },

@@ -43,7 +43,8 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_TIMERS_CANCEL] = { "timers_cancel",
 		"SELECT (queen_timers_apply(jsonb_build_array(jsonb_build_object('op', 'cancel', "
 		"'queue', $1::text, 'timerKey', $2::text)))->0)::text", 2 },
-	[SQL_TIMERS_GET] = { "timers_get", "SELECT queen_timers_get($1, $2)::text", 2 },
+	[SQL_TIMERS_GET] = { "timers_get",
+		"SELECT timer::text, payload FROM queen_timers_get($1, $2)", 2 },
 	[SQL_TIMERS_LIST] = { "timers_list",
 		"SELECT queen_timers_list($1, $2, $3::int)::text", 3 },
 	[SQL_TIMERS_FIRE] = { "timers_fire",
@@ -71,6 +72,16 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_MESSAGE_GET] = { "message_get", "SELECT queen_message_get($1::uuid, $2)::text", 2 },
 	[SQL_MESSAGE_DELETE] = { "message_delete",
 		"SELECT queen_message_delete($1::uuid, $2)::text", 2 },
+	[SQL_RETENTION_ROUND] = { "retention_round",
+		"SELECT queen_retention_round($1::int)::text", 1 },
+	[SQL_RES_QUEUES] = { "res_queues", "SELECT queen_resources_queues()::text", 0 },
+	[SQL_RES_OVERVIEW] = { "res_overview", "SELECT queen_resources_overview()::text", 0 },
+	[SQL_RES_NAMESPACES] = { "res_namespaces",
+		"SELECT queen_resources_namespaces()::text", 0 },
+	[SQL_RES_TASKS] = { "res_tasks", "SELECT queen_resources_tasks()::text", 0 },
+	[SQL_STATUS] = { "status", "SELECT queen_status()::text", 0 },
+	[SQL_STATUS_QUEUES] = { "status_queues",
+		"SELECT queen_status_queues($1, $2, $3::int, $4::int)::text", 4 },
 };
 
 const struct sql_stmt *

@@ -47,7 +47,8 @@ note_round(PGresult *res)
 		queued += (uint64_t)nq;
 		fired += (uint64_t)nf;
 		if (nfail)
-			log_warn("timers: %d deliveries to queue %s failed, retrying later", nfail, q);
+			log_warn("timers: %d deliveries to queue %s failed, retrying later",
+				 nfail, q);
 		if (ndead)
 			log_warn("timers: %d timers of queue %s dead-lettered after 5 failed "
 				 "deliveries", ndead, q);

@@ -30,7 +30,8 @@ sub seg { my $s = shift; $s =~ s/([^A-Za-z0-9_.~-])/sprintf('%%%02X', ord $1)/ge
 
 sub peek {
 	my ($queue, $key) = @_;
-	return $q->get('/api/v1/timers/' . seg($queue) . '/' . join('/', map { seg($_) } split m{/}, $key));
+	my $path = join('/', map { seg($_) } split m{/}, $key);
+	return $q->get('/api/v1/timers/' . seg($queue) . '/' . $path);
 }
 
 # Pops every message of $queue that arrives within $timeout seconds until $n have come.
@@ -169,6 +170,11 @@ subtest 'peek and list' => sub {
 	like($b->{deliverAt}, iso_re, 'deliverAt');
 	is($b->{attempts}, 0, 'no failed attempt');
 	is_deeply($b->{payload}, { k => 'c' }, 'payload');
+	schedule(queue => 'lq2', timerKey => 'nul', delayMs => 3600000,
+		payload => { s => "a\x{0}b" });
+	($s, $b) = peek('lq2', 'nul');
+	is($s, 200, 'peek a payload jsonb could not hold');
+	is($b->{payload}{s}, "a\x{0}b", 'a NUL character survives');
 
 	($s, $b) = $q->get('/api/v1/timers/lq', { limit => 2 });
 	is($s, 200, 'list 200');

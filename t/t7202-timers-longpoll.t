@@ -55,7 +55,8 @@ subtest 'a pop parked on the queue is woken by the timer firing' => sub {
 
 subtest 'a pop parked on a queue that does not exist yet is woken by the timer creating it' => sub {
 	my $lp = park('/api/v1/pop/queue/timer-made');
-	my $r = schedule(queue => 'timer-made', timerKey => 'first', delayMs => 200, payload => 'hi');
+	my $r = schedule(queue => 'timer-made', timerKey => 'first', delayMs => 200,
+		payload => 'hi');
 	my $res = $lp->result(30);
 	is($res->{status}, 200, 'the parked pop answers 200') or diag(explain $res);
 	is($res->{body}{messages}[0]{id}, $r->{messageId}, 'with the timer\'s message');

@@ -31,8 +31,8 @@ for my $batch (0 .. 1) {
 	# Half scheduled through each broker, all due at about the same moment.
 	my $via = $batch ? $b : $a;
 	my @ops = map { +{ op => 'schedule', queue => 'both', timerKey => "t-$_",
-		partition => 'p' . ($_ % 4), delayMs => 1500, txn => "txn-$_", payload => { i => $_ } } }
-		grep { $_ % 2 == $batch } 0 .. $n - 1;
+		partition => 'p' . ($_ % 4), delayMs => 1500, txn => "txn-$_",
+		payload => { i => $_ } } } grep { $_ % 2 == $batch } 0 .. $n - 1;
 	my ($s, $r) = $via->post_json('/api/v1/timers', { operations => \@ops });
 	is($s, 200, "batch $batch scheduled through broker " . ($batch ? 'B' : 'A'));
 	$promised{$_->{txn}} = $_->{messageId} for @{ $r->{results} // [] };

@@ -90,7 +90,43 @@ sub tmpdir {
 		die "running as root but there is no postgres user\n" unless defined $uid;
 		chown $uid, $gid, $TMP;
 	}
+	_watchdog();
 	return $TMP;
+}
+
+# The END block cleans up; this covers the case where it cannot run (the test process was
+# SIGKILLed, e.g. by a timeout): a detached process that waits for the test to vanish, then
+# kills the brokers listed in $TMP/pids, stops the cluster and removes the dir. END ends it.
+my $WATCHDOG;
+
+sub _watchdog {
+	my ($owner, $dir) = ($$, $TMP);
+	my $bindir = $ENV{PG_BINDIR} || '/usr/lib/postgresql/15/bin';
+	my $pid = fork // return;
+	if ($pid) {
+		$WATCHDOG = $pid;
+		return;
+	}
+	POSIX::setsid();
+	open STDIN, '<', '/dev/null';
+	open STDOUT, '>', '/dev/null';	# prove reads the TAP pipe until every writer is gone
+	open STDERR, '>', '/dev/null';
+	POSIX::close($_) for 3 .. 63;	# Test::Builder's copies of the TAP pipe, among others
+	$SIG{$_} = 'DEFAULT' for qw(INT TERM HUP);
+	sleep 1 while kill 0, $owner;
+	if (open my $fh, '<', "$dir/pids") {
+		for my $p (map { /^(\d+) (.*)$/ ? [ $1, $2 ] : () } <$fh>) {
+			my $cmd = _slurp("/proc/$p->[0]/cmdline");
+			kill 'KILL', $p->[0] if index($cmd, $p->[1]) >= 0;
+		}
+	}
+	if (-e "$dir/pgdata/postmaster.pid") {
+		my @cmd = ("$bindir/pg_ctl", '-D', "$dir/pgdata", '-m', 'immediate', 'stop');
+		unshift @cmd, 'runuser', '-u', 'postgres', '--' if $> == 0;
+		system(@cmd);
+	}
+	rmtree($dir) unless $ENV{QUEEN_TEST_KEEP};
+	POSIX::_exit(0);
 }
 
 sub free_port {
@@ -277,6 +313,7 @@ sub start_queend {
 		my $b = bless { port => $port, pid => $pid, url => "http://127.0.0.1:$port", log => $log,
 			n => $n }, 'QueenTest::Broker';
 		push @BROKERS, $b;
+		if (open my $fh, '>>', "$dir/pids") { print {$fh} "$pid $bin\n"; close $fh }
 		my $ready = wait_until(sub {
 			return 'exited' if waitpid($pid, WNOHANG) == $pid;
 			my ($s) = $b->get('/health');
@@ -500,7 +537,7 @@ END {
 		# A broker still running must stop cleanly on SIGTERM; under QUEEND_WRAPPER this
 		# is also where valgrind's --error-exitcode surfaces.
 		for my $b (grep { !$_->{exited} } @BROKERS) {
-			my $st = $b->stop(10);
+			my $st = $b->stop($ENV{QUEEND_WRAPPER} ? 60 : 10);
 			next if $st eq '0';
 			Test::More::diag("queend (pid $b->{pid}) exited with status $st at the end:\n" .
 				$b->log_tail);
@@ -508,6 +545,10 @@ END {
 		}
 		$_->stop('immediate') for @PGS;
 		rmtree($TMP) if $TMP && !$ENV{QUEEN_TEST_KEEP};
+		if ($WATCHDOG) {
+			kill 'TERM', $WATCHDOG;
+			waitpid($WATCHDOG, 0);
+		}
 	}
 	$? = $status;
 }

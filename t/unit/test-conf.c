@@ -13,9 +13,11 @@ main(void)
 	char err[512];
 	char path[] = "/tmp/queen-conf-XXXXXX";
 	int fd = mkstemp(path);
-	char *argv_flags[] = { "queend", "--port=7001", NULL };
-	char *argv_bad[] = { "queend", "--no-such-thing=1", NULL };
-	char *argv_check[] = { "queend", "--check-config", NULL };
+	char a0[] = "queend", a_port[] = "--port=7001", a_bad[] = "--no-such-thing=1",
+	     a_check[] = "--check-config";
+	char *argv_flags[] = { a0, a_port, NULL };
+	char *argv_bad[] = { a0, a_bad, NULL };
+	char *argv_check[] = { a0, a_check, NULL };
 
 	unsetenv("PORT");
 	unsetenv("PG_DB");

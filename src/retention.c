@@ -1,0 +1,112 @@
+/* retention: schedules retention rounds and turns their answer into index updates and
+ * counters. What is deleted, and in which order locks are taken so that pushes never wait
+ * long, is queen_retention_round's business (schema/007_retention_status.sql).
+ *
+ * Invariant kept by the SQL side: the segments of a partition always cover
+ * [log_start, log end]; a round first moves log_start, a later round deletes the segments left
+ * below it, so no reader ever finds a hole. */
+#include "retention.h"
+#include "conf.h"
+#include "dbpool.h"
+#include "http.h"
+#include "log.h"
+#include "pindex.h"
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static _Atomic uint64_t st_rounds, st_skipped, st_failed, st_segments, st_advanced, st_dedup;
+static _Atomic int64_t st_last_run_ms, st_last_segments;
+
+int64_t
+retention_interval_ms(void)
+{
+	return qconf.retention_interval;
+}
+
+static int64_t
+int_field(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+}
+
+/* Cursors left below the new log start of their partition: the index counts them from the
+ * log start, so a group whose messages were all retained away is not "ready" any more. */
+static void
+apply_cursor_fixups(json_t *fix)
+{
+	size_t i;
+	json_t *row;
+
+	json_array_foreach(fix, i, row) {
+		json_t *pid = json_array_get(row, 0), *group = json_array_get(row, 1);
+		json_t *cm = json_array_get(row, 2);
+
+		if (json_is_string(pid) && json_is_string(group) && json_is_integer(cm))
+			pidx_cursor(json_string_value(pid), pidx_group_hash(json_string_value(group)),
+				    (int64_t)json_integer_value(cm), -1);
+	}
+}
+
+void
+retention_run(struct dbconn *db)
+{
+	char batch[24], *text = NULL;
+	const char *params[1] = { batch };
+	json_t *ans;
+	int64_t deleted, advanced, expired;
+
+	snprintf(batch, sizeof(batch), "%lld", (long long)qconf.retention_batch_size);
+	atomic_fetch_add(&st_rounds, 1);
+	atomic_store(&st_last_run_ms, wall_ms());
+	if (db_exec_json(db, SQL_RETENTION_ROUND, params, &text) != QE_OK || !text) {
+		atomic_fetch_add(&st_failed, 1);
+		free(text);
+		return;
+	}
+	ans = json_loads(text, 0, NULL);
+	free(text);
+	if (!json_is_object(ans)) {
+		log_warn("retention: unexpected answer from the database");
+		atomic_fetch_add(&st_failed, 1);
+		json_decref(ans);
+		return;
+	}
+	if (json_is_true(json_object_get(ans, "skipped"))) {
+		log_debug("retention: another broker is running the round");
+		atomic_fetch_add(&st_skipped, 1);
+		json_decref(ans);
+		return;
+	}
+	deleted = int_field(ans, "segmentsDeleted");
+	advanced = int_field(ans, "partitionsAdvanced");
+	expired = int_field(ans, "dedupExpired");
+	atomic_fetch_add(&st_segments, (uint64_t)deleted);
+	atomic_fetch_add(&st_advanced, (uint64_t)advanced);
+	atomic_fetch_add(&st_dedup, (uint64_t)expired);
+	atomic_store(&st_last_segments, deleted);
+	apply_cursor_fixups(json_object_get(ans, "cursors"));
+	if (deleted || advanced || expired)
+		log_debug("retention: %lld segments deleted, %lld partitions advanced "
+			  "(%lld segments released), %lld dedup keys expired", (long long)deleted,
+			  (long long)advanced, (long long)int_field(ans, "segmentsReleased"),
+			  (long long)expired);
+	json_decref(ans);
+}
+
+void
+retention_stats_read(struct retention_stats *out)
+{
+	out->rounds = atomic_load(&st_rounds);
+	out->skipped = atomic_load(&st_skipped);
+	out->failed = atomic_load(&st_failed);
+	out->segments_deleted = atomic_load(&st_segments);
+	out->partitions_advanced = atomic_load(&st_advanced);
+	out->dedup_expired = atomic_load(&st_dedup);
+	out->last_run_ms = atomic_load(&st_last_run_ms);
+	out->last_segments_deleted = atomic_load(&st_last_segments);
+}
