@@ -376,6 +376,7 @@ $$;
 -- optional filters.  Segments are walked newest first and the walk stops as soon as the
 -- page (and one more, for hasMore) is filled, so a page costs what it shows; a status
 -- filter that matches little may walk far.  Dead letters are found from their table.
+-- p_to is inclusive to the millisecond (the precision of the createdAt the API shows).
 -- Payloads are not listed (GET one message for it).
 CREATE FUNCTION queen_messages_list(p_queue text, p_partition text, p_status text,
 				    p_from timestamptz, p_to timestamptz, p_limit int,

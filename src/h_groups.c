@@ -149,8 +149,8 @@ h_group_subscription_prepare(struct req *r)
 	if ((e = check_names(r)) != QE_OK)
 		return e;
 	if (strcmp(req_param(r, 0), QUEUE_MODE) == 0)
-		return req_fail(r, QE_BAD_REQUEST, "%s always starts at all: it has no subscription",
-				QUEUE_MODE);
+		return req_fail(r, QE_BAD_REQUEST,
+				"%s always starts at all: it has no subscription", QUEUE_MODE);
 	if (!json_is_object(r->json))
 		return req_fail(r, QE_BAD_BODY, "expected an object");
 	if (jio_field(r->json, "subscriptionTimestamp", JIO_STRING, &ts, err, sizeof(err)) < 0)
@@ -218,15 +218,18 @@ h_seek_prepare(struct req *r)
 	    jio_field(r->json, "timestamp", JIO_STRING, &ts, err, sizeof(err)) < 0)
 		return req_fail(r, QE_BAD_BODY, "%s", err);
 	if (ts && te && json_is_true(te))
-		return req_fail(r, QE_BAD_REQUEST, "give either toEnd:true or a timestamp, not both");
+		return req_fail(r, QE_BAD_REQUEST,
+				"give either toEnd:true or a timestamp, not both");
 	if (ts) {
 		if (jio_parse_iso(json_string_value(ts), &ms) < 0)
-			return req_fail(r, QE_BAD_REQUEST, "timestamp must be an ISO-8601 timestamp");
+			return req_fail(r, QE_BAD_REQUEST,
+					"timestamp must be an ISO-8601 timestamp");
 		jio_format_iso(ms, j->ts, sizeof(j->ts));
 		return QE_OK;
 	}
 	if (!te || !json_is_true(te))
-		return req_fail(r, QE_BAD_REQUEST, "seek needs {\"toEnd\":true} or {\"timestamp\":\"ISO\"}");
+		return req_fail(r, QE_BAD_REQUEST,
+				"seek needs {\"toEnd\":true} or {\"timestamp\":\"ISO\"}");
 	j->to_end = 1;
 	return QE_OK;
 }

@@ -30,6 +30,10 @@ struct wk;
  * will carry); txn defaults to messageId; payload is the compact JSON text of the payload
  * (null when absent), already decoded when the schedule carried "payloadZstd":false (payload
  * then being base64 of the JSON text). Pass json_dumps(*normalized) as the parameter.
+ * Inside a larger transaction, apply the timers before pushing: the sweeper locks timer rows
+ * and then partition rows, and the same order keeps the two from deadlocking.
+ *
+ * A NULL ops is refused like any other non-array: the caller decides what absent means.
  *
  * Errors (the request's error is set with req_fail, plus the machine fields "code" and, for
  * one operation, "index"): QE_BAD_BODY with code "timers_bad_request" for anything malformed

@@ -63,6 +63,33 @@ subtest 'duplicates wrote nothing' => sub {
 	is($b->[0]{status}, 'duplicate', 'still a duplicate after it was consumed');
 };
 
+subtest 'racing pushes of the same transactionIds: each stored once, offsets dense' => sub {
+	my @kids = map {
+		my $k = $_;
+		bg(sub {
+			my @out;
+			for my $round (0 .. 4) {
+				my ($s, $b) = $q->push_items(map { +{ queue => 'race', transactionId => "r-$_",
+					payload => "from $k" } } reverse(0 .. 19));
+				return { error => "status $s" } unless $s == 201;
+				push @out, map { [ $_->{transaction_id}, $_->{status}, $_->{message_id} ] } @$b;
+			}
+			return \@out;
+		});
+	} 1 .. 4;
+	my @all = map { my $r = $_->result(60); ref $r eq 'ARRAY' ? @$r : () } @kids;
+	is(scalar @all, 4 * 5 * 20, 'every request answered');
+	my %queued = map { $_->[0] => $_->[2] } grep { $_->[1] eq 'queued' } @all;
+	is(scalar(grep { $_->[1] eq 'queued' } @all), 20, 'exactly 20 queued');
+	is(scalar keys %queued, 20, 'one per transactionId');
+	is_deeply([ grep { $_->[1] ne 'queued' && $_->[1] ne 'duplicate' } @all ], [], 'the rest duplicate');
+	my @wrong = grep { $_->[1] eq 'duplicate' && $_->[2] ne ($queued{ $_->[0] } // '') } @all;
+	is(scalar @wrong, 0, 'every duplicate answers the id of the stored message');
+	my ($s, $pop) = $q->pop('race', batch => 100);
+	is_deeply(offsets($pop), [ 0 .. 19 ], 'offsets 0..19, no gap');
+	is_deeply([ sort @{ txns($pop) } ], [ sort map { "r-$_" } 0 .. 19 ], 'each transactionId once');
+};
+
 subtest 'dedupWindowSeconds 0 turns the probe off' => sub {
 	my ($s) = $q->configure('nodedup', dedupWindowSeconds => 0);
 	is($s, 200, 'configured');

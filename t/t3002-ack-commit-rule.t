@@ -82,6 +82,21 @@ subtest 'deliveryAttempt counts deliveries of a batch starting at the same offse
 	is($b->{messages}[0]{deliveryAttempt}, 2, 'and its redelivery is attempt 2');
 };
 
+subtest 'one ack call over two partitions commits each (partition, group) on its own' => sub {
+	$q->push_n('pair', 2, partition => $_, prefix => $_) for qw(left right);
+	my ($s, $b) = $q->pop('pair', partitions => 2, batch => 10);
+	is($b->{partitionsClaimed}, 2, 'one pop, two partitions');
+	my %st = ('left-0' => 'completed', 'left-1' => 'completed', 'right-0' => 'completed',
+		'right-1' => 'failed');
+	my $r;
+	($s, $r) = $q->ack_batch(undef, map { +{ transactionId => $_->{transactionId},
+		partitionId => $_->{partitionId}, leaseId => $_->{leaseId},
+		status => $st{ $_->{transactionId} } } } @{ $b->{messages} });
+	is(scalar(grep { $_->{success} } @$r), 4, 'all four accepted');
+	($s, $b) = $q->pop('pair', partitions => 2, batch => 10);
+	is_deeply(txns($b), ['right-1'], 'left is done; right redelivers from its nack');
+};
+
 subtest 'a nack of several: the lowest is the head signal' => sub {
 	$q->push_n('heads', 5);
 	my ($s, $b) = $q->pop('heads', batch => 5);
