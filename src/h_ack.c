@@ -166,7 +166,7 @@ wake_after(PGresult *res)
 		if (PQgetvalue(res, row, 3)[0] != 't')
 			continue;
 		if (pidx_queue_of(PQgetvalue(res, row, 6), queue, sizeof(queue)))
-			lp_wake(queue, NULL, NULL, 1);
+			lp_wake_queue(queue, 1);
 	}
 }
 

@@ -133,13 +133,8 @@ replay(struct req *r, struct wk *w, const char *id, const char *pid, const char 
 	pidx_learn(PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 7), NULL, NULL, PQgetvalue(res, 0, 5),
 		   PQgetvalue(res, 0, 8), atoll(PQgetvalue(res, 0, 6)));
 	metrics_pushed(moved, !moved);
-	if (moved) {
-		char ns[256], task[256];
-		const char *queue = PQgetvalue(res, 0, 7);
-		int have = pidx_queue_labels(queue, ns, sizeof(ns), task, sizeof(task));
-
-		lp_wake(queue, have ? ns : NULL, have ? task : NULL, 1);
-	}
+	if (moved)
+		lp_wake_queue(PQgetvalue(res, 0, 7), 1);
 	PQclear(res);
 	req_reply_json(r, 200, o);
 	return QE_OK;

@@ -19,16 +19,6 @@
 
 #define QUEUE_MODE "__QUEUE_MODE__"
 
-/* Wakes the pops parked on queue (its labels from the index, for the discovery route). */
-static void
-wake_queue(const char *queue, int nparts)
-{
-	char ns[256], task[256];
-	int have = pidx_queue_labels(queue, ns, sizeof(ns), task, sizeof(task));
-
-	lp_wake(queue, have ? ns : NULL, have ? task : NULL, nparts);
-}
-
 /* Runs a statement answering one jsonb object and parses it into *out (caller owns). */
 static enum qe
 sql_object(struct req *r, struct wk *w, enum sql_id id, const char *const *params, json_t **out)
@@ -59,7 +49,7 @@ wake_and_strip(json_t *o, const char *key)
 
 	json_array_foreach(arr, i, v)
 		if (json_is_string(v))
-			wake_queue(json_string_value(v), 1);
+			lp_wake_queue(json_string_value(v), 1);
 	json_object_del(o, key);
 }
 
@@ -275,7 +265,7 @@ h_seek_run(struct req *r, struct wk *w)
 		      "partitions", parts);
 	QASSERT(o != NULL);
 	if (n > 0)
-		wake_queue(queue, n);
+		lp_wake_queue(queue, n);
 	req_reply_json(r, 200, o);
 	return QE_OK;
 }

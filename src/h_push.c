@@ -200,12 +200,8 @@ note_result(PGresult *res, struct req **rs, size_t n)
 	}
 	metrics_pushed(queued, dup);
 	metrics_push_commit();
-	for (int k = 0; k < nwoken; k++) {
-		char ns[256], task[256];
-		int have = pidx_queue_labels(woken[k], ns, sizeof(ns), task, sizeof(task));
-
-		lp_wake(woken[k], have ? ns : NULL, have ? task : NULL, PQntuples(res));
-	}
+	for (int k = 0; k < nwoken; k++)
+		lp_wake_queue(woken[k], PQntuples(res));
 }
 
 static void

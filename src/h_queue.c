@@ -146,7 +146,7 @@ h_configure_run(struct req *r, struct wk *w)
 	/* Options such as delayedProcessing may make data deliverable or not: let parked pops
 	 * look again. Labels may have changed: the index picks them up at its next resync. */
 	if (e == QE_OK)
-		lp_wake(j->queue, NULL, NULL, 1);
+		lp_wake_queue(j->queue, 1);
 	return e;
 }
 

@@ -4,6 +4,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "pindex.h"
 #include "qassert.h"
 #include "siphash.h"
 #include "workers.h"
@@ -172,6 +173,15 @@ lp_wake(const char *queue, const char *ns, const char *task, int nparts)
 		release(woken, 0);
 		woken = next;
 	}
+}
+
+void
+lp_wake_queue(const char *queue, int nparts)
+{
+	char ns[256], task[256];
+	int have = pidx_queue_labels(queue, ns, sizeof(ns), task, sizeof(task));
+
+	lp_wake(queue, have ? ns : NULL, have ? task : NULL, nparts);
 }
 
 void

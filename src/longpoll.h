@@ -36,6 +36,9 @@ enum lp_park_result lp_park(struct req *r, const struct lp_filter *f, uint64_t g
 /* A push committed to queue (labels ns/task) touching nparts partitions: wake the parked
  * pops it concerns (one per group and partition touched). */
 void lp_wake(const char *queue, const char *ns, const char *task, int nparts);
+/* The same, with the queue's labels taken from the partition index (derived from the name
+ * when the index does not know the queue yet). */
+void lp_wake_queue(const char *queue, int nparts);
 /* Wake everything (index resync found changes it cannot attribute). */
 void lp_wake_all(void);
 long lp_parked(void);

@@ -88,12 +88,8 @@ apply_notify(const char *payload)
 			need_resync = 1;
 			continue;
 		}
-		if (pidx_queue_of(tok, queue, sizeof(queue))) {
-			char ns[256], task[256];
-			int have = pidx_queue_labels(queue, ns, sizeof(ns), task, sizeof(task));
-
-			lp_wake(queue, have ? ns : NULL, have ? task : NULL, 1);
-		}
+		if (pidx_queue_of(tok, queue, sizeof(queue)))
+			lp_wake_queue(queue, 1);
 	}
 	free(copy);
 	return need_resync;
