@@ -193,8 +193,12 @@ LANGUAGE sql STABLE AS $$
 	FROM rows r
 $$;
 
--- A claimed timer on its way to queen_push.
+-- A claimed timer on its way to queen_push.  tid is its row's ctid: the row is locked by the
+-- claiming transaction, so the ctid stays valid until that transaction deletes or updates it,
+-- and every later statement of the round finds the row by a TID scan, whatever the planner
+-- thinks of the table's size.
 CREATE TYPE queen_timer_due AS (
+	tid		tid,
 	queue_name	text,
 	timer_key	text,
 	partition_name	text,
@@ -206,6 +210,7 @@ CREATE TYPE queen_timer_due AS (
 
 -- What became of one claimed timer: status queued|duplicate with where it went, or error.
 CREATE TYPE queen_timer_outcome AS (
+	tid		tid,
 	queue_name	text,
 	timer_key	text,
 	partition_name	text,
@@ -230,6 +235,7 @@ DECLARE
 	v_n int := coalesce(cardinality(p_due), 0);
 	v_half int;
 	v_nulls text[];
+	v_tids tid[];
 	v_st text[];
 	v_qid uuid[];
 	v_pid uuid[];
@@ -259,8 +265,8 @@ BEGIN
 				ARRAY(SELECT d.payload FROM unnest(p_due) WITH ORDINALITY d
 				      ORDER BY d.ordinality),
 				v_nulls) p;
-		DELETE FROM queen_timers t USING unnest(p_due) d
-		WHERE t.queue_name = d.queue_name AND t.timer_key = d.timer_key;
+		v_tids := ARRAY(SELECT d.tid FROM unnest(p_due) d);
+		DELETE FROM queen_timers t WHERE t.ctid = ANY (v_tids);
 		v_done := true;
 	EXCEPTION WHEN OTHERS THEN
 		GET STACKED DIAGNOSTICS v_err = MESSAGE_TEXT, v_state = RETURNED_SQLSTATE;
@@ -270,14 +276,14 @@ BEGIN
 	END;
 	IF v_done THEN
 		RETURN QUERY
-		SELECT d.queue_name, d.timer_key, d.partition_name, d.attempts, x.st, x.qid, x.pid,
-		       x.lend, NULL::text
+		SELECT d.tid, d.queue_name, d.timer_key, d.partition_name, d.attempts, x.st, x.qid,
+		       x.pid, x.lend, NULL::text
 		FROM unnest(p_due) WITH ORDINALITY AS d
 		JOIN unnest(v_st, v_qid, v_pid, v_end) WITH ORDINALITY AS x (st, qid, pid, lend, o)
 			ON x.o = d.ordinality;
 	ELSIF v_n = 1 THEN
 		RETURN QUERY
-		SELECT d.queue_name, d.timer_key, d.partition_name, d.attempts, NULL::text,
+		SELECT d.tid, d.queue_name, d.timer_key, d.partition_name, d.attempts, NULL::text,
 		       NULL::uuid, NULL::uuid, NULL::bigint, v_err
 		FROM unnest(p_due) d;
 	ELSE
@@ -289,8 +295,8 @@ END
 $$;
 
 -- The sweeper (one call = one round, one transaction): claims up to p_limit due timers (and
--- at most about 16 MiB of payload) with FOR UPDATE SKIP LOCKED, so brokers sweeping together
--- never claim one timer twice; delivers them (queen_timers_deliver) and records failures:
+-- delivers at most about 16 MiB of payload) with FOR UPDATE SKIP LOCKED, so brokers sweeping
+-- together never claim one timer twice; delivers them (queen_timers_deliver) and records failures:
 -- attempts + 1 and a later deliver_at, or on the 5th failure a dead letter.
 -- One row per (queue, partition) touched: queued = new messages (wake the parked pops),
 -- fired = timers delivered (queued or duplicate), failed = retried later, dead =
@@ -303,32 +309,36 @@ LANGUAGE plpgsql AS $$
 DECLARE
 	c_max_attempts constant int := 5;
 	c_budget constant bigint := 16777216;	-- payload bytes a round
+	v_tid tid[];
+	v_len bigint[];
+	v_n int;
 	v_due queen_timer_due[];
 	v_res queen_timer_outcome[];
 BEGIN
-	-- Candidates in due order under the byte budget (no lock), then locked: a candidate that
-	-- another broker holds is skipped, one replaced meanwhile is re-checked (deliver_at).
-	SELECT array_agg(ROW(t.queue_name, t.timer_key, t.partition_name, t.txn, t.message_id,
-			     t.payload, t.attempts)::queen_timer_due
-			 ORDER BY t.deliver_at, t.created_at, t.queue_name, t.timer_key)
-	INTO v_due
-	FROM (SELECT x.* FROM queen_timers x
-	      WHERE (x.queue_name, x.timer_key) IN (
-			SELECT c.queue_name, c.timer_key FROM (
-				SELECT y.queue_name, y.timer_key,
-				       sum(octet_length(y.payload)) OVER (ORDER BY y.deliver_at
-						ROWS UNBOUNDED PRECEDING)
-					- octet_length(y.payload) AS before
-				FROM queen_timers y
-				WHERE y.deliver_at <= now()
-				ORDER BY y.deliver_at
-				LIMIT greatest(p_limit, 1)) c
-			WHERE c.before < c_budget)
-		AND x.deliver_at <= now()
-	      FOR UPDATE OF x SKIP LOCKED) t;
-	IF v_due IS NULL THEN
+	-- Claim the oldest due timers; one that another broker holds is skipped, one replaced
+	-- meanwhile is re-checked (deliver_at).  Payloads are not read yet: the round takes the
+	-- claimed timers up to the byte budget (at least one) and leaves the rest to the next
+	-- round (their locks go with this one).
+	SELECT array_agg(l.ctid ORDER BY l.o), array_agg(l.len ORDER BY l.o)
+	INTO v_tid, v_len
+	FROM (SELECT x.ctid, octet_length(x.payload)::bigint AS len, row_number() OVER () AS o
+	      FROM (SELECT y.ctid, y.payload FROM queen_timers y
+		    WHERE y.deliver_at <= now()
+		    ORDER BY y.deliver_at, y.created_at
+		    LIMIT greatest(p_limit, 1)
+		    FOR UPDATE SKIP LOCKED) x) l;
+	IF v_tid IS NULL THEN
 		RETURN;
 	END IF;
+	SELECT count(*) INTO v_n
+	FROM (SELECT sum(u.len) OVER (ORDER BY u.o ROWS UNBOUNDED PRECEDING) - u.len AS before
+	      FROM unnest(v_len) WITH ORDINALITY AS u (len, o)) c
+	WHERE c.before < c_budget;
+	SELECT array_agg(ROW(t.ctid, t.queue_name, t.timer_key, t.partition_name, t.txn,
+			     t.message_id, t.payload, t.attempts)::queen_timer_due
+			 ORDER BY t.deliver_at, t.created_at)
+	INTO v_due
+	FROM queen_timers t WHERE t.ctid = ANY (v_tid[1:v_n]);
 
 	SELECT array_agg(r) INTO v_res FROM queen_timers_deliver(v_due) r;
 
@@ -337,14 +347,17 @@ BEGIN
 	SET attempts = t.attempts + 1, last_error = r.error,
 	    deliver_at = now() + interval '200 milliseconds' * power(2, t.attempts)
 	FROM unnest(v_res) r
-	WHERE r.error IS NOT NULL AND r.attempts + 1 < c_max_attempts
-	  AND t.queue_name = r.queue_name AND t.timer_key = r.timer_key;
+	WHERE t.ctid = ANY (ARRAY(SELECT f.tid FROM unnest(v_res) f
+				  WHERE f.error IS NOT NULL AND f.attempts + 1 < c_max_attempts))
+	  AND t.ctid = r.tid;
 
 	-- The last failure: a dead letter, with the names copied in (and the ids when known).
 	WITH gone AS (
 		DELETE FROM queen_timers t USING unnest(v_res) r
-		WHERE r.error IS NOT NULL AND r.attempts + 1 >= c_max_attempts
-		  AND t.queue_name = r.queue_name AND t.timer_key = r.timer_key
+		WHERE t.ctid = ANY (ARRAY(SELECT f.tid FROM unnest(v_res) f
+					  WHERE f.error IS NOT NULL
+					    AND f.attempts + 1 >= c_max_attempts))
+		  AND t.ctid = r.tid
 		RETURNING t.*, r.error AS err
 	)
 	INSERT INTO queen_dlq (queue_id, partition_id, queue_name, partition_name, group_name,

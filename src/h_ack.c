@@ -17,14 +17,6 @@
 
 #define QUEUE_MODE "__QUEUE_MODE__"
 
-struct ack_item {
-	const char *txn, *pid, *status, *group, *lease, *error;
-	const char *fail;	/* set when the item fails before reaching SQL */
-	/* verdict */
-	int success, released, dlq, noop;
-	char *err;
-};
-
 struct ack_job {
 	size_t n;
 	struct ack_item *items;
@@ -58,21 +50,22 @@ normalise_status(const char *s)
 	return NULL;
 }
 
-static enum qe
-parse_ack(struct req *r, json_t *o, const char *group, size_t i, struct ack_item *it)
+enum qe
+h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const char *group,
+		 struct ack_item *it)
 {
 	char err[128];
 	json_t *t, *p, *s, *g, *l, *e;
 
 	if (!json_is_object(o))
-		return req_fail(r, QE_BAD_BODY, "acknowledgments[%zu] must be an object", i);
+		return req_fail(r, QE_BAD_BODY, "%s[%zu] must be an object", list, i);
 	if (jio_field(o, "transactionId", JIO_STRING, &t, err, sizeof(err)) < 0 ||
 	    jio_field(o, "partitionId", JIO_STRING, &p, err, sizeof(err)) < 0 ||
 	    jio_field(o, "status", JIO_STRING, &s, err, sizeof(err)) < 0 ||
 	    jio_field(o, "consumerGroup", JIO_STRING, &g, err, sizeof(err)) < 0 ||
 	    jio_field(o, "leaseId", JIO_STRING, &l, err, sizeof(err)) < 0 ||
 	    jio_field(o, "error", JIO_STRING, &e, err, sizeof(err)) < 0)
-		return req_fail(r, QE_BAD_BODY, "acknowledgments[%zu]: %s", i, err);
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: %s", list, i, err);
 	it->txn = t ? json_string_value(t) : NULL;
 	it->pid = p ? json_string_value(p) : NULL;
 	it->group = g && json_string_length(g) ? json_string_value(g) : group;
@@ -123,8 +116,9 @@ h_ack_prepare(struct req *r)
 	r->job = j;
 	r->job_free = ack_job_free;
 	for (size_t i = 0; i < n; i++) {
-		enum qe e = parse_ack(r, batch ? json_array_get(arr, i) : r->json, group, i,
-				      &j->items[i]);
+		enum qe e = h_ack_parse_item(r, "acknowledgments", i,
+					     batch ? json_array_get(arr, i) : r->json, group,
+					     &j->items[i]);
 
 		if (e != QE_OK)
 			return e;

@@ -4,8 +4,29 @@
 
 #include "errors.h"
 
+#include <jansson.h>
+#include <stddef.h>
+
 struct req;
 struct wk;
+
+/* One acknowledgement: the request fields (borrowed from its JSON, status normalised to
+ * completed|failed|retry|dlq), then the verdict. */
+struct ack_item {
+	const char *txn, *pid, *status, *group, *lease, *error;
+	const char *fail;	/* set when the item fails before reaching SQL */
+	/* verdict */
+	int success, released, dlq, noop;
+	char *err;		/* malloc'd, the owner frees it */
+};
+
+/* Parses item i of the JSON array named list ("acknowledgments") by the rules of SPEC 6 into
+ * *it; group is the consumer group of an item that names none (may be NULL). A wrong-typed
+ * field is a 400 recorded on r ("<list>[i]: <what>") and returned; an item that can only fail
+ * (unknown status, missing transactionId or partitionId, malformed ids) is QE_OK with it->fail
+ * saying why. Pure, MHD thread. The transaction route parses its acks with it too. */
+enum qe h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const char *group,
+			 struct ack_item *it);
 
 enum qe h_ack_prepare(struct req *r);
 enum qe h_ack_run(struct req *r, struct wk *w);

@@ -21,18 +21,6 @@
 
 #define TXN_MAX 65535
 
-struct push_item {
-	const char *queue;		/* borrowed from the request's JSON */
-	const char *partition;
-	const char *txn;		/* NULL: the message id is the transactionId */
-	const char *trace;
-	char *payload;			/* compact JSON text */
-	char id[UUID_STR_LEN];
-	/* verdict */
-	const char *status;
-	char message_id[UUID_STR_LEN];
-};
-
 struct push_job {
 	size_t n;
 	struct push_item *items;
@@ -51,40 +39,39 @@ push_job_free(void *p)
 	free(j);
 }
 
-/* Validates one item; the message says which item and what. */
-static enum qe
-parse_item(struct req *r, size_t i, json_t *it, struct push_item *out)
+enum qe
+h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it, struct push_item *out)
 {
 	char err[128];
 	json_t *q, *p, *t, *tr, *payload;
 
 	if (!json_is_object(it))
-		return req_fail(r, QE_BAD_BODY, "items[%zu] must be an object", i);
+		return req_fail(r, QE_BAD_BODY, "%s[%zu] must be an object", list, i);
 	if (jio_field(it, "queue", JIO_STRING, &q, err, sizeof(err)) < 0 ||
 	    jio_field(it, "partition", JIO_STRING, &p, err, sizeof(err)) < 0 ||
 	    jio_field(it, "transactionId", JIO_STRING, &t, err, sizeof(err)) < 0 ||
 	    jio_field(it, "traceId", JIO_STRING, &tr, err, sizeof(err)) < 0)
-		return req_fail(r, QE_BAD_BODY, "items[%zu]: %s", i, err);
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: %s", list, i, err);
 	if (!q || json_string_length(q) == 0)
-		return req_fail(r, QE_BAD_BODY, "items[%zu]: queue is required", i);
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: queue is required", list, i);
 	out->queue = json_string_value(q);
 	out->partition = p ? json_string_value(p) : "Default";
 	if (p && json_string_length(p) == 0)
-		return req_fail(r, QE_BAD_BODY, "items[%zu]: partition must not be empty", i);
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: partition must not be empty", list, i);
 	out->txn = t ? json_string_value(t) : NULL;
 	out->trace = tr ? json_string_value(tr) : NULL;
 	if (jio_has_ctl(out->queue) || jio_has_ctl(out->partition) ||
 	    (out->txn && jio_has_ctl(out->txn)) || strlen(out->queue) != json_string_length(q) ||
 	    (p && strlen(out->partition) != json_string_length(p)))
 		return req_fail(r, QE_BAD_BODY,
-				"items[%zu]: control characters in queue, partition or transactionId",
-				i);
+				"%s[%zu]: control characters in queue, partition or transactionId",
+				list, i);
 	if (t && (json_string_length(t) == 0 || json_string_length(t) > TXN_MAX ||
 		  strlen(out->txn) != json_string_length(t)))
 		return req_fail(r, QE_BAD_BODY,
-				"items[%zu]: transactionId must be 1 to %d bytes", i, TXN_MAX);
+				"%s[%zu]: transactionId must be 1 to %d bytes", list, i, TXN_MAX);
 	if (out->trace && strlen(out->trace) != json_string_length(tr))
-		return req_fail(r, QE_BAD_BODY, "items[%zu]: traceId holds a NUL character", i);
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: traceId holds a NUL character", list, i);
 	payload = json_object_get(it, "payload");
 	if (!payload)
 		payload = json_object_get(it, "data");
@@ -111,7 +98,8 @@ h_push_prepare(struct req *r)
 	j->items = calloc(json_array_size(items) + 1, sizeof(*j->items));
 	QASSERT(j->items != NULL);
 	for (size_t i = 0; i < json_array_size(items); i++) {
-		enum qe e = parse_item(r, i, json_array_get(items, i), &j->items[j->n]);
+		enum qe e = h_push_parse_item(r, "items", i, json_array_get(items, i),
+					      &j->items[j->n]);
 
 		if (e != QE_OK)
 			return e;
