@@ -7,6 +7,7 @@
 #include "http.h"
 #include "longpoll.h"
 #include "metrics.h"
+#include "pindex.h"
 #include "workers.h"
 
 #include "config.h"
@@ -79,6 +80,38 @@ prom(struct strbuf *sb, const char *name, const char *type, const char *help,
 		type, name, v);
 }
 
+/* Escapes a label value of the exposition format (backslash, quote, newline). */
+static void
+prom_label(struct strbuf *sb, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			sb_addc(sb, '\\');
+		if (*v == '\n') {
+			sb_adds(sb, "\\n");
+			continue;
+		}
+		sb_addc(sb, *v);
+	}
+}
+
+struct prom_queues {
+	struct strbuf parts, msgs;
+};
+
+static void
+prom_queue(void *arg, const char *queue, long partitions, int64_t messages)
+{
+	struct prom_queues *p = arg;
+
+	sb_adds(&p->parts, "queen_queue_partitions{queue=\"");
+	prom_label(&p->parts, queue);
+	sb_addf(&p->parts, "\"} %ld\n", partitions);
+	sb_adds(&p->msgs, "queen_queue_messages_stored_total{queue=\"");
+	prom_label(&p->msgs, queue);
+	sb_addf(&p->msgs, "\"} %lld\n", (long long)messages);
+}
+
 enum qe
 h_prometheus(struct req *r, struct wk *w)
 {
@@ -110,6 +143,22 @@ h_prometheus(struct req *r, struct wk *w)
 	     (unsigned long long)lp_parked());
 	prom(&sb, "pool_size", "gauge", "Worker connections to PostgreSQL.",
 	     (unsigned long long)qconf.db_pool_size);
+	/* Per queue, from the partition index (no query): partitions and offsets allocated. */
+	struct prom_queues pq;
+
+	sb_init(&pq.parts);
+	sb_init(&pq.msgs);
+	pidx_foreach_queue(prom_queue, &pq);
+	sb_adds(&sb, "# HELP queen_queue_partitions Partitions of the queue.\n"
+		     "# TYPE queen_queue_partitions gauge\n");
+	if (pq.parts.len)
+		sb_add(&sb, pq.parts.buf, pq.parts.len);
+	sb_adds(&sb, "# HELP queen_queue_messages_stored_total Messages ever stored in the queue "
+		     "(offsets allocated).\n# TYPE queen_queue_messages_stored_total counter\n");
+	if (pq.msgs.len)
+		sb_add(&sb, pq.msgs.buf, pq.msgs.len);
+	sb_free(&pq.parts);
+	sb_free(&pq.msgs);
 	r->content_type = "text/plain; version=0.0.4";
 	req_reply_sb(r, 200, &sb);
 	return QE_OK;

@@ -486,6 +486,27 @@ pidx_forget_queue(const char *queue)
 	pthread_mutex_unlock(&pidx_write_mu);
 }
 
+void
+pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions, int64_t messages),
+		   void *arg)
+{
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+
+	urcu_memb_read_lock();
+	for (cds_lfht_first(ht_queues, &it); (n = cds_lfht_iter_get_node(&it)) != NULL;
+	     cds_lfht_next(ht_queues, &it)) {
+		struct pq_queue *q = caa_container_of(n, struct pq_queue, node);
+		struct pq_parts *parts = rcu_dereference(q->parts);
+		int64_t total = 0;
+
+		for (size_t i = 0; i < parts->n; i++)
+			total += atomic_load(&parts->p[i]->log_end) + 1;
+		fn(arg, q->name, (long)parts->n, total);
+	}
+	urcu_memb_read_unlock();
+}
+
 /* 1 when the group has something to read on p as last seen; sets *lease_block when only a
  * live lease stands in the way. */
 static int

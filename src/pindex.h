@@ -46,6 +46,11 @@ int pidx_queue_of(const char *pid, char *queue, size_t len);
 int pidx_queue_labels(const char *queue, char *ns, size_t nslen, char *task, size_t tasklen);
 void pidx_forget_queue(const char *queue);
 
+/* Calls fn for every known queue with its partition count and the number of offsets its
+ * partitions have allocated (messages ever stored), as last seen. fn must not block. */
+void pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions,
+				   int64_t messages), void *arg);
+
 /* Pop candidates for (queue, partition or NULL, group): partitions whose log end is past the
  * group's committed offset and whose lease has lapsed, as last seen, in rotating order.
  * Returns their number (up to max), or -1 when the queue (or named partition) is unknown to
