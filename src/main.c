@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,9 @@ main(int argc, char **argv)
 	sigaddset(&stop, SIGTERM);
 	sigaddset(&stop, SIGINT);
 
+	/* Few malloc arenas: the threads mostly wait on I/O, and one arena per thread costs
+	 * resident memory for nothing. */
+	mallopt(M_ARENA_MAX, 2);
 	metrics_start();
 	pidx_init();
 	pidx_thread_online();
