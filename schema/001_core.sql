@@ -72,9 +72,8 @@ CREATE TABLE queen_segments (
 );
 -- Segments are never updated: pack the pages.
 ALTER TABLE queen_segments SET (fillfactor = 100);
--- Time lookups (first contact by time, seek by timestamp, delayed visibility, retention by
--- age): created_at is monotone along offsets, so this is one probe instead of a scan.
-CREATE INDEX queen_segments_time ON queen_segments (partition_id, created_at);
+-- No index on created_at: it is monotone along offsets, so a time is found by binary search
+-- over the primary key (queen_offset_at), and every push spares a random index insert.
 
 CREATE TABLE queen_cursors (
 	partition_id			uuid NOT NULL,

@@ -35,10 +35,47 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 	SELECT split_part(p, '.', 2)
 $$;
 
+-- The first offset of partition p_pid whose segment was created at or after p_ts (strictly
+-- after when p_strict), NULL when there is none.  created_at never decreases along offsets,
+-- so this is a binary search over the offsets [log_start, next_offset), one primary-key probe
+-- per step.  Used for first contact by time, delayed visibility, seek by timestamp.
+CREATE FUNCTION queen_offset_at(p_pid uuid, p_ts timestamptz, p_strict bool DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+	lo bigint;		-- every offset below lo is before p_ts
+	hi bigint;		-- the answer is at most hi (hi = next_offset: none)
+	mid bigint;
+	s record;
+BEGIN
+	SELECT p.log_start, p.next_offset INTO lo, hi FROM queen_partitions p WHERE p.id = p_pid;
+	IF NOT FOUND OR lo >= hi THEN
+		RETURN NULL;
+	END IF;
+	WHILE lo < hi LOOP
+		mid := lo + (hi - lo) / 2;
+		SELECT g.base_offset, g.end_offset, g.created_at INTO s
+		FROM queen_segments g
+		WHERE g.partition_id = p_pid AND g.base_offset <= mid
+		ORDER BY g.base_offset DESC LIMIT 1;
+		IF NOT FOUND OR s.end_offset < mid THEN
+			-- hole (retention raced us): treat as before p_ts
+			lo := mid + 1;
+		ELSIF s.created_at > p_ts OR (s.created_at = p_ts AND NOT p_strict) THEN
+			hi := s.base_offset;	-- this whole segment qualifies
+		ELSE
+			lo := s.end_offset + 1;
+		END IF;
+	END LOOP;
+	SELECT p.next_offset INTO mid FROM queen_partitions p WHERE p.id = p_pid;
+	RETURN CASE WHEN lo < mid THEN lo END;
+END
+$$;
+
 -- Where a new cursor starts (its committed offset), from the group's stored start on the queue
 -- (SPEC.md 5 "First contact"): p_start NULL = everything retained; else the first segment
 -- created at or after p_start (the log end when there is none).  Cheap answers first; the
--- segment probe only for a partition that has data on both sides of p_start.
+-- search only for a partition that has data on both sides of p_start.
 CREATE FUNCTION queen_cursor_start(p_pid uuid, p_log_start bigint, p_next bigint,
 				   p_created timestamptz, p_last timestamptz, p_start timestamptz)
 RETURNS bigint
@@ -47,11 +84,8 @@ LANGUAGE sql STABLE AS $$
 		WHEN p_start IS NULL THEN p_log_start - 1
 		WHEN p_last IS NULL OR p_last < p_start THEN p_next - 1
 		WHEN p_created >= p_start THEN p_log_start - 1
-		ELSE greatest(p_log_start - 1, coalesce(
-			(SELECT s.base_offset - 1 FROM queen_segments s
-			 WHERE s.partition_id = p_pid AND s.created_at >= p_start
-			 ORDER BY s.created_at, s.base_offset LIMIT 1),
-			p_next - 1))
+		ELSE greatest(p_log_start - 1,
+			      coalesce(queen_offset_at(p_pid, p_start), p_next) - 1)
 	END
 $$;
 
@@ -584,12 +618,13 @@ BEGIN
 		SELECT u.o, p.id AS pid, p.name AS pname, q.name AS qname,
 		       p.next_offset - 1 AS lend,
 		       greatest(c.committed, p.log_start - 1) AS base,
-		       CASE WHEN q.delayed_processing <= 0 THEN p.next_offset - 1
-			    ELSE coalesce((
-				SELECT s.base_offset - 1 FROM queen_segments s
-				WHERE s.partition_id = p.id
-				  AND s.created_at > now() - make_interval(secs => q.delayed_processing)
-				ORDER BY s.created_at, s.base_offset LIMIT 1), p.next_offset - 1)
+		       CASE WHEN q.delayed_processing <= 0
+				 OR p.last_created_at <= now() - make_interval(
+					secs => q.delayed_processing)
+			    THEN p.next_offset - 1
+			    ELSE coalesce(queen_offset_at(p.id,
+					now() - make_interval(secs => q.delayed_processing), true),
+					p.next_offset) - 1
 		       END AS vend,
 		       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs
 		FROM unnest(v_claim) WITH ORDINALITY AS u (pid, o)

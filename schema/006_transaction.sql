@@ -131,8 +131,9 @@ BEGIN
 		v_kv := queen_kv_apply(p_kv, false);
 		IF (v_kv->'ok') = 'false'::jsonb THEN
 			RAISE EXCEPTION USING ERRCODE = 'QT001',
-				MESSAGE = format('kv precondition lost: kv[%s] %s: %s', v_kv->'failedIndex',
-						 v_kv->>'op', v_kv->>'kvReason'),
+				MESSAGE = format('kv precondition lost: kv[%s] %s %s: %s',
+						 v_kv->'failedIndex', v_kv->>'op', v_kv->>'key',
+						 v_kv->>'kvReason'),
 				DETAIL = v_kv - 'ok';
 		END IF;
 		v_nkv := jsonb_array_length(v_kv->'results');

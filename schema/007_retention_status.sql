@@ -1,12 +1,15 @@
 -- 007_retention_status.sql: retention (SPEC.md 9, 21) and the operator reads (SPEC.md 16).
 --
 -- Retention removes whole segments from the front of a partition's log.  A round
--- (queen_retention_round, one call of the maintenance thread) does three things, each bounded:
+-- (queen_retention_round, one call of the maintenance thread) is one transaction in four
+-- steps, each bounded:
 --   1. purge   deletes segments that lie wholly below a log start moved by an earlier round
 --              (at most p_batch segments);
---   2. dedup   deletes dedup keys older than their queue's window (at most 20 * p_batch);
---   3. advance moves the log start of partitions whose front segments are due, releasing at
---              most p_batch segments, as the last statement of the transaction.
+--   2. plan    picks the partitions whose front segments are due and where their log start
+--              goes (read only; at most p_batch segments in at most 500 partitions);
+--   3. dedup   deletes dedup keys older than their queue's window, in a slice of 2000
+--              partitions per round (at most 20 * p_batch keys);
+--   4. advance moves those log starts, as the last statement of the transaction.
 -- Why this order: pushes lock partition rows FOR UPDATE in id order and keep them to commit,
 -- so the only lock of ours that can stall a push is a partition row lock, and it is taken by
 -- the last statement (SKIP LOCKED, id order: a busy partition is simply left for the next
@@ -42,6 +45,13 @@ CREATE TABLE queen_retention_pending (
 	upto				bigint NOT NULL
 );
 
+-- Where the dedup sweep goes on: the last partition id it swept (NULL = from the start).
+CREATE TABLE queen_retention_state (
+	one				bool PRIMARY KEY DEFAULT true CHECK (one),
+	dedup_after			uuid
+);
+INSERT INTO queen_retention_state DEFAULT VALUES;
+
 -- Arbitrary constant: the advisory lock that makes one broker at a time run retention.
 CREATE FUNCTION queen_retention_lock_key() RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT 7305271907::bigint $$;
@@ -50,8 +60,17 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT 7305271907::bigint $$;
 CREATE FUNCTION queen_retention_dedup_factor() RETURNS int
 LANGUAGE sql IMMUTABLE AS $$ SELECT 20 $$;
 
+-- Partitions whose dedup keys one round sweeps.
+CREATE FUNCTION queen_retention_dedup_slice() RETURNS int
+LANGUAGE sql IMMUTABLE AS $$ SELECT 2000 $$;
+
+-- Most partitions whose log start one round moves, whatever the batch size: the advance
+-- statement holds their row locks to commit, and 500 rows are updated in a few ms.
+CREATE FUNCTION queen_retention_max_partitions() RETURNS int
+LANGUAGE sql IMMUTABLE AS $$ SELECT 500 $$;
+
 CREATE FUNCTION queen_retention_round(p_batch int) RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	v_batch int := greatest(coalesce(p_batch, 1000), 1);
 	v_budget bigint;
@@ -67,32 +86,39 @@ DECLARE
 	v_x bigint;
 	v_y bigint;
 	v_c bigint;
+	v_after uuid;
+	v_slice uuid[];
 	r record;
 BEGIN
 	IF NOT pg_try_advisory_xact_lock(queen_retention_lock_key()) THEN
 		RETURN jsonb_build_object('skipped', true);
 	END IF;
 
-	-- 1. Purge what earlier rounds released, by primary key.
-	WITH v AS (
-		SELECT x.partition_id, x.base_offset
+	-- 1. Purge what earlier rounds released.  The rows are found by primary key, locked
+	-- without waiting, and deleted by tuple id (a TID scan, whatever the table's size).
+	DELETE FROM queen_segments s
+	WHERE s.ctid = ANY (ARRAY(
+		SELECT x.ctid
 		FROM queen_retention_pending rp
 		CROSS JOIN LATERAL (
-			SELECT s.partition_id, s.base_offset FROM queen_segments s
-			WHERE s.partition_id = rp.partition_id AND s.base_offset < rp.upto
-			  AND s.end_offset < rp.upto
-			ORDER BY s.base_offset
+			SELECT s2.ctid FROM queen_segments s2
+			WHERE s2.partition_id = rp.partition_id AND s2.base_offset < rp.upto
+			  AND s2.end_offset < rp.upto
+			ORDER BY s2.base_offset
 			LIMIT v_batch
 			FOR UPDATE SKIP LOCKED) x
-		LIMIT v_batch
-	)
-	DELETE FROM queen_segments s USING v
-	WHERE s.partition_id = v.partition_id AND s.base_offset = v.base_offset;
+		LIMIT v_batch));
 	GET DIAGNOSTICS v_deleted = ROW_COUNT;
 
+	-- Partitions with nothing left below their mark are done (one probe each).
 	DELETE FROM queen_retention_pending rp
-	WHERE NOT EXISTS (SELECT 1 FROM queen_segments s
-			  WHERE s.partition_id = rp.partition_id AND s.base_offset < rp.upto);
+	WHERE rp.partition_id IN (
+		SELECT r2.partition_id FROM queen_retention_pending r2
+		LEFT JOIN LATERAL (
+			SELECT 1 AS left_over FROM queen_segments s
+			WHERE s.partition_id = r2.partition_id AND s.base_offset < r2.upto
+			LIMIT 1) k ON true
+		WHERE k.left_over IS NULL);
 
 	-- 2. Plan: which partitions advance, and to where (read only).  Candidates are the
 	-- partitions whose first retained segment is due under some rule, oldest first.
@@ -122,7 +148,7 @@ BEGIN
 						WHERE k.partition_id = p.id)))
 		ORDER BY f.created_at, p.id
 	LOOP
-		EXIT WHEN v_budget <= 0;
+		EXIT WHEN v_budget <= 0 OR cardinality(v_pids) >= queen_retention_max_partitions();
 		v_t := r.ls;
 		IF r.t_any IS NOT NULL THEN
 			-- the first segment young enough to stay
@@ -170,25 +196,38 @@ BEGIN
 	END LOOP;
 
 	-- 3. Expire dedup keys past their queue's window (window 0: the probe is off and every
-	-- key is dead).  A key a push is taking over right now is locked and skipped.
+	-- key is dead) in the next slice of partitions, by id: the whole table is swept every
+	-- few rounds whatever the number of partitions.  A key a push is taking over right now
+	-- is locked and skipped.  When the budget runs out the slice is swept again next round.
 	v_budget := v_batch::bigint * queen_retention_dedup_factor();
-	WITH v AS (
-		SELECT x.partition_id, x.txn_id
+	SELECT st.dedup_after INTO v_after FROM queen_retention_state st;
+	SELECT array_agg(x.id ORDER BY x.id) INTO v_slice FROM (
+		SELECT p.id FROM queen_partitions p
+		WHERE p.id > coalesce(v_after, '00000000-0000-0000-0000-000000000000'::uuid)
+		ORDER BY p.id LIMIT queen_retention_dedup_slice()) x;
+	DELETE FROM queen_dedup d
+	WHERE d.ctid = ANY (ARRAY(
+		SELECT x.ctid
 		FROM queen_partitions p
-		JOIN queen_queues q ON q.id = p.queue_id
+		JOIN (SELECT q.id,
+			     CASE WHEN q.dedup_window_seconds > 0
+				  THEN now() - make_interval(secs => q.dedup_window_seconds)
+				  ELSE 'infinity'::timestamptz END AS cutoff
+		      FROM queen_queues q) q ON q.id = p.queue_id
 		CROSS JOIN LATERAL (
-			SELECT d.partition_id, d.txn_id FROM queen_dedup d
-			WHERE d.partition_id = p.id
-			  AND d.created_at < CASE WHEN q.dedup_window_seconds > 0
-				THEN now() - make_interval(secs => q.dedup_window_seconds)
-				ELSE 'infinity'::timestamptz END
+			SELECT d2.ctid FROM queen_dedup d2
+			WHERE d2.partition_id = p.id AND d2.created_at < q.cutoff
+			ORDER BY d2.created_at
 			LIMIT v_budget
 			FOR UPDATE SKIP LOCKED) x
-		LIMIT v_budget
-	)
-	DELETE FROM queen_dedup d USING v
-	WHERE d.partition_id = v.partition_id AND d.txn_id = v.txn_id;
+		WHERE p.id = ANY (v_slice)
+		LIMIT v_budget));
 	GET DIAGNOSTICS v_expired = ROW_COUNT;
+	IF v_expired < v_budget THEN
+		UPDATE queen_retention_state SET dedup_after =
+			CASE WHEN coalesce(cardinality(v_slice), 0) < queen_retention_dedup_slice()
+			     THEN NULL ELSE v_slice[cardinality(v_slice)] END;
+	END IF;
 
 	-- 4. Advance, last: lock the planned partitions in id order without waiting, move their
 	-- log start, remember what to purge, and tell the broker which cursors now sit below it
@@ -236,7 +275,8 @@ $$;
 --               such span over the groups of the partition);
 --   pending     the rest: retained, not completed, not in flight.
 -- A group that has a stored start on a queue but no cursor on a partition yet does not count
--- on that partition.
+-- on that partition.  The views are planned without JIT: compiling costs more than it saves
+-- on these short queries.
 
 CREATE FUNCTION queen_partition_depth()
 RETURNS TABLE (queue_id uuid, partition_id uuid, messages bigint, completed bigint,
@@ -273,7 +313,7 @@ $$;
 
 -- GET /api/v1/resources/queues: every queue, by name.
 CREATE FUNCTION queen_resources_queues() RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET jit = off AS $$
 	SELECT jsonb_build_object(
 		'queues', coalesce(jsonb_agg(x.j ORDER BY x.name), '[]'::jsonb),
 		'total', count(*))
@@ -299,7 +339,7 @@ $$;
 
 -- GET /api/v1/resources/overview: totals over the whole broker.
 CREATE FUNCTION queen_resources_overview() RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET jit = off AS $$
 	SELECT jsonb_build_object(
 		'queues', (SELECT count(*) FROM queen_queues),
 		'partitions', count(d.partition_id),
@@ -325,7 +365,7 @@ $$;
 
 -- GET /api/v1/resources/namespaces: per namespace (queues without one are not listed).
 CREATE FUNCTION queen_resources_namespaces() RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET jit = off AS $$
 	SELECT jsonb_build_object(
 		'namespaces', coalesce(jsonb_agg(x.j ORDER BY x.ns), '[]'::jsonb),
 		'total', count(*))
@@ -346,7 +386,7 @@ $$;
 
 -- GET /api/v1/resources/tasks: per (namespace, task) (queues without a task are not listed).
 CREATE FUNCTION queen_resources_tasks() RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET jit = off AS $$
 	SELECT jsonb_build_object(
 		'tasks', coalesce(jsonb_agg(x.j ORDER BY x.ns, x.task), '[]'::jsonb),
 		'total', count(*))
@@ -368,7 +408,7 @@ $$;
 -- GET /api/v1/status, the database half (the broker adds its own).  Row counts of the big
 -- tables are the planner's estimates: exact counts would scan them.
 CREATE FUNCTION queen_status() RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET jit = off AS $$
 	SELECT jsonb_build_object(
 		'connected', true,
 		'serverVersion', current_setting('server_version'),
@@ -402,7 +442,7 @@ $$;
 -- for the queues of the page.
 CREATE FUNCTION queen_status_queues(p_namespace text, p_task text, p_limit int, p_offset int)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET jit = off AS $$
 	WITH sel AS (
 		SELECT q.* FROM queen_queues q
 		WHERE (p_namespace IS NULL OR q.namespace = p_namespace)

@@ -14,6 +14,7 @@
 #include "h_queue.h"
 #include "h_status.h"
 #include "h_timers.h"
+#include "h_txn.h"
 #include "http.h"
 #include "qassert.h"
 
@@ -28,6 +29,7 @@ static const struct route routes[] = {
 	{ "GET", "/api/v1/pop", BODY_NONE, h_pop_prepare, h_pop_run, NULL },
 	{ "POST", "/api/v1/ack", BODY_JSON, h_ack_prepare, h_ack_run, NULL },
 	{ "POST", "/api/v1/ack/batch", BODY_JSON, h_ack_prepare, h_ack_run, NULL },
+	{ "POST", "/api/v1/transaction", BODY_JSON, h_txn_prepare, h_txn_run, NULL },
 	{ "POST", "/api/v1/lease/:leaseId/extend", BODY_JSON_OPTIONAL, h_extend_prepare,
 	  h_extend_run, NULL },
 	{ "POST", "/api/v1/configure", BODY_JSON, h_configure_prepare, h_configure_run, NULL },

@@ -82,6 +82,11 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_STATUS] = { "status", "SELECT queen_status()::text", 0 },
 	[SQL_STATUS_QUEUES] = { "status_queues",
 		"SELECT queen_status_queues($1, $2, $3::int, $4::int)::text", 4 },
+	[SQL_TXN] = { "txn",
+		"SELECT kind, idx, ok, id, queue_id, partition_id, num, grp, error, released, dlq, "
+		"noop, body FROM queen_txn($1::uuid[], $2::text[], $3::text[], $4::uuid[], "
+		"$5::text[], $6::text[], $7::text[], $8::text[], $9::uuid[], $10::text[], "
+		"$11::text[], $12::uuid[], $13::text[], $14::uuid[], $15::jsonb, $16::jsonb)", 16 },
 };
 
 const struct sql_stmt *

@@ -44,6 +44,8 @@ enum sql_id {
 	SQL_RES_TASKS,
 	SQL_STATUS,
 	SQL_STATUS_QUEUES,
+	/* transaction (schema/006) */
+	SQL_TXN,
 	SQL__COUNT
 };
 

@@ -20,15 +20,6 @@ timers_interval_ms(void)
 	return TIMERS_INTERVAL_MS;
 }
 
-static void
-wake(const char *queue, int nparts)
-{
-	char ns[256], task[256];
-	int have = pidx_queue_labels(queue, ns, sizeof(ns), task, sizeof(task));
-
-	lp_wake(queue, have ? ns : NULL, have ? task : NULL, nparts);
-}
-
 /* Applies one round's rows (ordered by queue, partition); returns the timers it claimed. */
 static long
 note_round(PGresult *res)
@@ -57,14 +48,14 @@ note_round(PGresult *res)
 				   PQgetvalue(res, row, 1), atoll(PQgetvalue(res, row, 4)));
 		if (queue && strcmp(queue, q) != 0) {
 			if (nparts)
-				wake(queue, nparts);
+				lp_wake_queue(queue, nparts);
 			nparts = 0;
 		}
 		queue = q;
 		nparts += nq > 0;
 	}
 	if (queue && nparts)
-		wake(queue, nparts);
+		lp_wake_queue(queue, nparts);
 	if (fired)
 		metrics_pushed(queued, fired - queued);
 	return claimed;

@@ -1,0 +1,639 @@
+/* h_txn: the transaction route. The bundle is validated in the HTTP thread with the parsers of
+ * the single routes (h_push_parse_item, h_ack_parse_item, h_kv_validate_ops,
+ * h_timers_validate_ops), so what reaches the database is well formed; the worker then makes
+ * one call of queen_txn (schema/006_transaction.sql): one statement, one transaction.
+ *
+ * A verdict that undoes the bundle (duplicate push, rejected ack, lost kv precondition) is
+ * raised by SQL as SQLSTATE QT001 with a JSON detail. That is an answer, not a database
+ * failure, so this module runs its one statement itself rather than through db_exec (which
+ * would log it, count it and drop the detail), and keeps db_exec's handling of real failures:
+ * a lost connection is a 503 and makes every worker reconnect; a statement that failed on a
+ * live connection is a 200 with reason db_error (a deadlock is first tried once more).
+ *
+ * Key invariant: the partition index and the parked pops hear of a bundle only after
+ * PostgreSQL committed it; a bundle rolled back leaves no trace outside the database. */
+#include "h_txn.h"
+#include "dbpool.h"
+#include "h_ack.h"
+#include "h_kv.h"
+#include "h_push.h"
+#include "h_timers.h"
+#include "http.h"
+#include "jsonio.h"
+#include "log.h"
+#include "longpoll.h"
+#include "metrics.h"
+#include "pindex.h"
+#include "qassert.h"
+#include "uuid.h"
+#include "workers.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TXN_VERDICT_STATE "QT001"	/* schema/006: the bundle must not commit */
+#define TXN_ARRAYS 14			/* array parameters of queen_txn; then kv, timers */
+#define TXN_TRIES 2			/* a deadlock or serialization failure: once more */
+
+/* One result of the operations part, in body order: a push item or an ack. */
+struct txn_slot {
+	int is_ack;
+	size_t k;		/* index into push[] or ack[] */
+	size_t op;		/* operations[op] */
+	long sub;		/* operations[op].items[sub]; -1 for a flat push and an ack */
+};
+
+/* Why the bundle did not commit; reason NULL while nothing went wrong. */
+struct txn_verdict {
+	const char *reason;	/* duplicate | ack_rejected | kv_precondition | db_error */
+	char *error;		/* the answer's "error" */
+	json_t *fields;		/* machine fields naming the culprit, or NULL */
+};
+
+struct txn_job {
+	size_t np, na, nslots, nreq;
+	struct push_item *push;
+	struct ack_item *ack;
+	char **group;		/* per ack: the group SQL acked for (its own or resolved) */
+	struct txn_slot *slot;
+	const char **required;	/* lease ids, borrowed from the request's JSON */
+	char *kv, *timers;	/* compact JSON arrays for queen_txn, NULL = none */
+	char *kv_results, *timer_results;	/* JSON arrays from queen_txn */
+	struct txn_verdict v;
+	char id[UUID_STR_LEN];	/* the bundle's transactionId */
+};
+
+static void
+txn_job_free(void *p)
+{
+	struct txn_job *j = p;
+
+	if (!j)
+		return;
+	for (size_t i = 0; j->push && i < j->np; i++)
+		free(j->push[i].payload);
+	for (size_t i = 0; j->ack && i < j->na; i++) {
+		free(j->ack[i].err);
+		free(j->group[i]);
+	}
+	free(j->push);
+	free(j->ack);
+	free(j->group);
+	free(j->slot);
+	free(j->required);
+	free(j->kv);
+	free(j->timers);
+	free(j->kv_results);
+	free(j->timer_results);
+	free(j->v.error);
+	json_decref(j->v.fields);
+	free(j);
+}
+
+/* Records the verdict; the first one stands. Takes error (malloc'd) and fields. */
+static void
+verdict(struct txn_job *j, const char *reason, char *error, json_t *fields)
+{
+	if (j->v.reason) {
+		free(error);
+		json_decref(fields);
+		return;
+	}
+	QASSERT(error != NULL);
+	j->v.reason = reason;
+	j->v.error = error;
+	j->v.fields = fields;
+}
+
+static char * __attribute__((format(printf, 1, 2)))
+xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	QASSERT(n >= 0);
+	return s;
+}
+
+/* Position in results of push item k or ack k. */
+static size_t
+slot_of(const struct txn_job *j, int is_ack, size_t k)
+{
+	for (size_t s = 0; s < j->nslots; s++)
+		if (j->slot[s].is_ack == is_ack && j->slot[s].k == k)
+			return s;
+	QASSERT(!"no slot for a push item or ack");
+	return 0;
+}
+
+static void
+verdict_ack(struct txn_job *j, size_t k, const char *why)
+{
+	size_t s = slot_of(j, 1, k);
+	const char *txn = j->ack[k].txn;
+
+	verdict(j, "ack_rejected",
+		xasprintf("operations[%zu]: ack of transactionId \"%s\" rejected: %s",
+			  j->slot[s].op, txn ? txn : "", why),
+		json_pack("{sIss}", "failedIndex", (json_int_t)s, "ackError", why));
+}
+
+static void
+verdict_duplicate(struct txn_job *j, size_t k, const char *original)
+{
+	size_t s = slot_of(j, 0, k);
+	const struct push_item *it = &j->push[k];
+	char where[64];
+
+	if (j->slot[s].sub >= 0)
+		snprintf(where, sizeof(where), "operations[%zu].items[%ld]", j->slot[s].op,
+			 j->slot[s].sub);
+	else
+		snprintf(where, sizeof(where), "operations[%zu]", j->slot[s].op);
+	verdict(j, "duplicate",
+		xasprintf("%s: transactionId \"%s\" is already in queue \"%s\" partition \"%s\" "
+			  "(message %s)", where, it->txn ? it->txn : it->id, it->queue,
+			  it->partition, original),
+		json_pack("{sIss}", "failedIndex", (json_int_t)s, "messageId", original));
+}
+
+/* First pass: sizes, op types, 400 for what is not an operation. */
+static enum qe
+count_ops(struct req *r, json_t *ops, struct txn_job *j)
+{
+	char err[128];
+	json_t *op, *type, *items;
+	size_t i;
+
+	json_array_foreach(ops, i, op) {
+		if (!json_is_object(op))
+			return req_fail(r, QE_BAD_BODY, "operations[%zu] must be an object", i);
+		if (jio_field(op, "type", JIO_STRING, &type, err, sizeof(err)) < 0)
+			return req_fail(r, QE_BAD_BODY, "operations[%zu]: %s", i, err);
+		if (!type)
+			return req_fail(r, QE_BAD_BODY, "operations[%zu]: type is required: push or ack",
+					i);
+		if (strcmp(json_string_value(type), "ack") == 0) {
+			j->na++;
+			continue;
+		}
+		if (strcmp(json_string_value(type), "push") != 0)
+			return req_fail(r, QE_BAD_BODY,
+					"operations[%zu]: unknown type: expected push or ack", i);
+		if (jio_field(op, "items", JIO_ARRAY, &items, err, sizeof(err)) < 0)
+			return req_fail(r, QE_BAD_BODY, "operations[%zu]: %s", i, err);
+		j->np += items ? json_array_size(items) : 1;
+	}
+	j->nslots = j->np + j->na;
+	return QE_OK;
+}
+
+/* Second pass: every push item and ack, with the single routes' parsers. */
+static enum qe
+parse_ops(struct req *r, json_t *ops, struct txn_job *j)
+{
+	size_t i, k, p = 0, a = 0, s = 0;
+	json_t *op, *items, *it;
+	char list[64];
+	enum qe e;
+
+	json_array_foreach(ops, i, op) {
+		if (json_string_value(json_object_get(op, "type"))[0] == 'a') {
+			e = h_ack_parse_item(r, "operations", i, op, NULL, &j->ack[a]);
+			if (e != QE_OK)
+				return e;
+			j->slot[s++] = (struct txn_slot){ 1, a++, i, -1 };
+			continue;
+		}
+		items = json_object_get(op, "items");
+		if (!items || json_is_null(items)) {
+			e = h_push_parse_item(r, "operations", i, op, &j->push[p]);
+			if (e != QE_OK)
+				return e;
+			j->slot[s++] = (struct txn_slot){ 0, p++, i, -1 };
+			continue;
+		}
+		snprintf(list, sizeof(list), "operations[%zu].items", i);
+		json_array_foreach(items, k, it) {
+			e = h_push_parse_item(r, list, k, it, &j->push[p]);
+			if (e != QE_OK)
+				return e;
+			j->slot[s++] = (struct txn_slot){ 0, p++, i, (long)k };
+		}
+	}
+	QASSERT(p == j->np && a == j->na && s == j->nslots);
+	return QE_OK;
+}
+
+/* requiredLeases: strings; "" and null mean nothing. A string that is not a lease id cannot
+ * be live: the bundle is rejected without asking the database. */
+static enum qe
+parse_required(struct req *r, json_t *req, struct txn_job *j)
+{
+	json_t *l;
+	size_t i;
+
+	j->required = calloc(json_array_size(req) + 1, sizeof(*j->required));
+	QASSERT(j->required != NULL);
+	json_array_foreach(req, i, l) {
+		if (json_is_null(l))
+			continue;
+		if (!json_is_string(l))
+			return req_fail(r, QE_BAD_BODY, "requiredLeases[%zu] must be a string", i);
+		if (json_string_length(l) == 0)
+			continue;
+		if (!uuid_valid(json_string_value(l))) {
+			verdict(j, "ack_rejected",
+				xasprintf("requiredLeases[%zu] is not a lease id", i),
+				json_pack("{sO}", "lease", l));
+			continue;
+		}
+		j->required[j->nreq++] = json_string_value(l);
+	}
+	return QE_OK;
+}
+
+enum qe
+h_txn_prepare(struct req *r)
+{
+	json_t *ops, *kv, *timers, *req, *norm;
+	struct txn_job *j;
+	char err[128];
+	enum qe e;
+
+	if (!json_is_object(r->json))
+		return req_fail(r, QE_BAD_BODY, "expected an object with an operations array");
+	if (jio_field(r->json, "operations", JIO_ARRAY, &ops, err, sizeof(err)) < 0 ||
+	    jio_field(r->json, "kv", JIO_ARRAY, &kv, err, sizeof(err)) < 0 ||
+	    jio_field(r->json, "timers", JIO_ARRAY, &timers, err, sizeof(err)) < 0 ||
+	    jio_field(r->json, "requiredLeases", JIO_ARRAY, &req, err, sizeof(err)) < 0)
+		return req_fail(r, QE_BAD_BODY, "%s", err);
+	if (!ops && !kv && !timers)
+		return req_fail(r, QE_BAD_BODY, "operations must be an array");
+
+	j = calloc(1, sizeof(*j));
+	QASSERT(j != NULL);
+	r->job = j;
+	r->job_free = txn_job_free;
+	if (ops && (e = count_ops(r, ops, j)) != QE_OK)
+		return e;
+	j->push = calloc(j->np + 1, sizeof(*j->push));
+	j->ack = calloc(j->na + 1, sizeof(*j->ack));
+	j->group = calloc(j->na + 1, sizeof(*j->group));
+	j->slot = calloc(j->nslots + 1, sizeof(*j->slot));
+	QASSERT(j->push && j->ack && j->group && j->slot);
+	if (ops && (e = parse_ops(r, ops, j)) != QE_OK)
+		return e;
+
+	if (kv && (e = h_kv_validate_ops(r, kv, 0)) != QE_OK)
+		return e;
+	if (kv && json_array_size(kv) > 0) {
+		j->kv = json_dumps(kv, JSON_COMPACT);
+		QASSERT(j->kv != NULL);
+	}
+	if (timers) {
+		if ((e = h_timers_validate_ops(r, timers, &norm)) != QE_OK)
+			return e;
+		if (json_array_size(norm) > 0) {
+			j->timers = json_dumps(norm, JSON_COMPACT);
+			QASSERT(j->timers != NULL);
+		}
+		json_decref(norm);
+	}
+
+	/* Verdicts known before the database is asked: an ack /ack would fail at once. */
+	for (size_t a = 0; a < j->na; a++)
+		if (j->ack[a].fail) {
+			verdict_ack(j, a, j->ack[a].fail);
+			break;
+		}
+	if (req && (e = parse_required(r, req, j)) != QE_OK)
+		return e;
+	return QE_OK;
+}
+
+/* The array parameters of queen_txn: push items (7), acks (6), required leases. */
+static void
+build_params(struct txn_job *j, struct strbuf sb[TXN_ARRAYS])
+{
+	for (int m = 0; m < TXN_ARRAYS; m++) {
+		sb_init(&sb[m]);
+		sb_addc(&sb[m], '{');
+	}
+	for (size_t i = 0; i < j->np; i++) {
+		struct push_item *it = &j->push[i];
+		char pid[UUID_STR_LEN];
+		int known = pidx_lookup(it->queue, it->partition, pid);
+
+		for (int m = 0; i && m < 7; m++)
+			sb_addc(&sb[m], ',');
+		uuid_v7(it->id);
+		sb_add_pgelem(&sb[0], known ? pid : NULL);
+		sb_add_pgelem(&sb[1], it->queue);
+		sb_add_pgelem(&sb[2], it->partition);
+		sb_add_pgelem(&sb[3], it->id);
+		sb_add_pgelem(&sb[4], it->txn);
+		sb_add_pgelem(&sb[5], it->trace);
+		sb_add_pgelem(&sb[6], it->payload);
+	}
+	for (size_t i = 0; i < j->na; i++) {
+		struct ack_item *it = &j->ack[i];
+
+		for (int m = 7; i && m < 13; m++)
+			sb_addc(&sb[m], ',');
+		sb_add_pgelem(&sb[7], it->group);
+		sb_add_pgelem(&sb[8], it->pid);
+		sb_add_pgelem(&sb[9], it->txn);
+		sb_add_pgelem(&sb[10], it->status);
+		sb_add_pgelem(&sb[11], it->lease);
+		sb_add_pgelem(&sb[12], it->error);
+	}
+	for (size_t i = 0; i < j->nreq; i++) {
+		if (i)
+			sb_addc(&sb[13], ',');
+		sb_add_pgelem(&sb[13], j->required[i]);
+	}
+	for (int m = 0; m < TXN_ARRAYS; m++)
+		sb_addc(&sb[m], '}');
+}
+
+/* Turns the QT001 error of queen_txn into the verdict (see schema/006 for the detail). */
+static void
+verdict_from_sql(struct txn_job *j, const PGresult *res)
+{
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	json_t *d = detail ? json_loads(detail, JSON_DECODE_ANY, NULL) : NULL;
+	const char *reason = json_string_value(json_object_get(d, "reason"));
+	json_t *k;
+
+	msg = msg ? msg : "transaction rolled back";
+	if (reason && strcmp(reason, "ack_rejected") == 0 &&
+	    json_is_integer(k = json_object_get(d, "ackIndex")) &&
+	    (size_t)json_integer_value(k) < j->na) {
+		const char *why = json_string_value(json_object_get(d, "ackError"));
+
+		verdict_ack(j, (size_t)json_integer_value(k), why ? why : "rejected");
+	} else if (reason && strcmp(reason, "duplicate") == 0 &&
+		   json_is_integer(k = json_object_get(d, "pushIndex")) &&
+		   (size_t)json_integer_value(k) < j->np) {
+		const char *mid = json_string_value(json_object_get(d, "messageId"));
+
+		verdict_duplicate(j, (size_t)json_integer_value(k), mid ? mid : "");
+	} else if (reason && strcmp(reason, "kv_precondition") == 0) {
+		json_object_del(d, "reason");
+		verdict(j, "kv_precondition", xasprintf("%s", msg), json_incref(d));
+	} else {
+		/* ack_rejected for a required lease, and anything newer than this file */
+		const char *why = reason && strcmp(reason, "ack_rejected") == 0 ? "ack_rejected" :
+				  "db_error";
+
+		json_object_del(d, "reason");
+		verdict(j, why, xasprintf("%s", msg), json_incref(d));
+	}
+	json_decref(d);
+}
+
+/* Runs queen_txn. QE_OK with *out holding its rows, or with a verdict recorded on j (QT001,
+ * or db_error for a statement that failed on a live connection). QE_DB when the database is
+ * unreachable: nothing is known about the bundle. */
+static enum qe
+txn_exec(struct txn_job *j, struct wk *w, const char *const *params, PGresult **out)
+{
+	const struct sql_stmt *s = sql_get(SQL_TXN);
+
+	*out = NULL;
+	for (int t = 1;; t++) {
+		PGconn *pg;
+		PGresult *res;
+		const char *state, *msg;
+
+		if (db_ensure(w->db) != QE_OK || !(pg = db_pg(w->db)))
+			return QE_DB;
+		res = PQexecPrepared(pg, s->name, s->nparams, params, NULL, NULL, 0);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+			*out = res;
+			return QE_OK;
+		}
+		state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+		if (state && strcmp(state, TXN_VERDICT_STATE) == 0) {
+			verdict_from_sql(j, res);
+			PQclear(res);
+			return QE_OK;
+		}
+		metrics_db_error();
+		if (PQstatus(pg) != CONNECTION_OK) {
+			log_warn("transaction %s: connection lost: %.*s", j->id,
+				 (int)strcspn(PQerrorMessage(pg), "\n"), PQerrorMessage(pg));
+			PQclear(res);
+			db_invalidate_all();
+			return QE_DB;
+		}
+		log_warn("transaction %s failed: %s (SQLSTATE %s)%s", j->id,
+			 msg ? msg : "no message", state ? state : "none",
+			 t < TXN_TRIES && state && (strcmp(state, "40P01") == 0 ||
+						    strcmp(state, "40001") == 0) ? ", retrying" : "");
+		if (t < TXN_TRIES && state &&
+		    (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0)) {
+			PQclear(res);
+			continue;
+		}
+		verdict(j, "db_error", xasprintf("database error: %s", msg ? msg : "unknown"),
+			NULL);
+		PQclear(res);
+		if (PQtransactionStatus(pg) != PQTRANS_IDLE)
+			db_invalidate_all();	/* cannot happen for one statement; be safe */
+		return QE_OK;
+	}
+}
+
+/* A queue the bundle pushed to: woken once, after the commit. */
+struct woken {
+	const char *queue;
+	int n;
+};
+
+/* The bundle committed: record the verdicts, teach the index, wake parked pops. */
+static void
+note_rows(struct txn_job *j, PGresult *res)
+{
+	struct woken *wq = calloc(j->np + 1, sizeof(*wq));
+	size_t nq = 0;
+	uint64_t queued = 0, ok = 0, nack = 0, dlq = 0;
+	char queue[512];
+
+	QASSERT(wq != NULL);
+	for (int row = 0; row < PQntuples(res); row++) {
+		char kind = PQgetvalue(res, row, 0)[0];
+		size_t idx = (size_t)atol(PQgetvalue(res, row, 1));
+		const char *pid = PQgetvalue(res, row, 5);
+
+		if (kind == 'k' || kind == 't') {
+			char **dst = kind == 'k' ? &j->kv_results : &j->timer_results;
+
+			if (!PQgetisnull(res, row, 12)) {
+				*dst = strdup(PQgetvalue(res, row, 12));
+				QASSERT(*dst != NULL);
+			}
+		} else if (kind == 'p') {
+			struct push_item *it = &j->push[idx];
+			size_t q;
+
+			QASSERT(idx < j->np);
+			it->status = "queued";
+			snprintf(it->message_id, sizeof(it->message_id), "%s",
+				 PQgetvalue(res, row, 3));
+			pidx_learn(PQgetvalue(res, row, 4), it->queue, NULL, NULL, pid, it->partition,
+				   atoll(PQgetvalue(res, row, 6)));
+			queued++;
+			for (q = 0; q < nq && strcmp(wq[q].queue, it->queue) != 0; q++)
+				;
+			if (q == nq)
+				wq[nq++].queue = it->queue;
+			wq[q].n++;
+		} else if (kind == 'a') {
+			struct ack_item *it = &j->ack[idx];
+
+			QASSERT(idx < j->na);
+			it->success = PQgetvalue(res, row, 2)[0] == 't';
+			j->group[idx] = strdup(PQgetvalue(res, row, 7));
+			QASSERT(j->group[idx] != NULL);
+			it->released = PQgetvalue(res, row, 9)[0] == 't';
+			it->dlq = PQgetvalue(res, row, 10)[0] == 't';
+			it->noop = PQgetvalue(res, row, 11)[0] == 't';
+			if (!PQgetisnull(res, row, 5) && !PQgetisnull(res, row, 6))
+				pidx_cursor(pid, pidx_group_hash(j->group[idx]),
+					    atoll(PQgetvalue(res, row, 6)), it->released ? 0 : -1);
+			if (it->status[0] == 'c')
+				ok++;
+			else
+				nack++;
+			dlq += (uint64_t)it->dlq;
+			/* a released lease hands messages out again */
+			if (it->released && !PQgetisnull(res, row, 5) &&
+			    pidx_queue_of(pid, queue, sizeof(queue)))
+				lp_wake_queue(queue, 1);
+		}
+	}
+	if (queued)
+		metrics_pushed(queued, 0);
+	if (j->na)
+		metrics_acked(ok, nack, dlq);
+	for (size_t q = 0; q < nq; q++)
+		lp_wake_queue(wq[q].queue, wq[q].n);
+	free(wq);
+}
+
+/* Appends the elements of the JSON array text arr (from SQL) to an array being built. */
+static void
+add_elements(struct strbuf *sb, const char *arr, int *first)
+{
+	size_t n = arr ? strlen(arr) : 0;
+
+	if (n <= 2)
+		return;
+	if (!*first)
+		sb_addc(sb, ',');
+	sb_add(sb, arr + 1, n - 2);
+	*first = 0;
+}
+
+static void
+render_success(struct req *r, struct txn_job *j)
+{
+	struct strbuf sb;
+	int first = 1;
+
+	sb_init(&sb);
+	sb_adds(&sb, "{\"transactionId\":\"");
+	sb_adds(&sb, j->id);
+	sb_adds(&sb, "\",\"success\":true,\"results\":[");
+	for (size_t s = 0; s < j->nslots; s++, first = 0) {
+		const struct txn_slot *sl = &j->slot[s];
+
+		sb_addf(&sb, "%s{\"index\":%zu,", first ? "" : ",", s);
+		if (!sl->is_ack) {
+			const struct push_item *it = &j->push[sl->k];
+
+			sb_adds(&sb, "\"type\":\"push\",\"success\":true,\"transactionId\":");
+			sb_add_jstr(&sb, it->txn ? it->txn : it->id);
+			sb_addf(&sb, ",\"messageId\":\"%s\",\"queueName\":", it->message_id);
+			sb_add_jstr(&sb, it->queue);
+		} else {
+			const struct ack_item *it = &j->ack[sl->k];
+
+			sb_addf(&sb, "\"type\":\"ack\",\"success\":%s,\"transactionId\":",
+				it->success ? "true" : "false");
+			sb_add_jstr(&sb, it->txn);
+			sb_adds(&sb, ",\"partitionId\":");
+			sb_add_jstr(&sb, it->pid);
+			sb_adds(&sb, ",\"consumerGroup\":");
+			sb_add_jstr(&sb, j->group[sl->k]);
+			sb_adds(&sb, ",\"error\":");
+			sb_add_jstr(&sb, it->err);
+			sb_addf(&sb, ",\"leaseReleased\":%s,\"dlq\":%s,\"noop\":%s",
+				it->released ? "true" : "false", it->dlq ? "true" : "false",
+				it->noop ? "true" : "false");
+		}
+		sb_addc(&sb, '}');
+	}
+	add_elements(&sb, j->kv_results, &first);
+	add_elements(&sb, j->timer_results, &first);
+	sb_adds(&sb, "]}");
+	req_reply_sb(r, 200, &sb);
+}
+
+static void
+render_failure(struct req *r, struct txn_job *j)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "transactionId", json_string(j->id));
+	json_object_set_new(o, "success", json_false());
+	json_object_set_new(o, "error", json_string(j->v.error));
+	json_object_set_new(o, "reason", json_string(j->v.reason));
+	if (j->v.fields)
+		json_object_update_missing(o, j->v.fields);
+	json_object_set_new(o, "results", json_array());
+	req_reply_json(r, 200, o);
+}
+
+enum qe
+h_txn_run(struct req *r, struct wk *w)
+{
+	struct txn_job *j = r->job;
+	struct strbuf sb[TXN_ARRAYS];
+	const char *params[TXN_ARRAYS + 2];
+	PGresult *res = NULL;
+	enum qe e = QE_OK;
+
+	uuid_v7(j->id);
+	if (!j->v.reason && (j->nslots || j->kv || j->timers || j->nreq)) {
+		build_params(j, sb);
+		for (int m = 0; m < TXN_ARRAYS; m++)
+			params[m] = sb[m].buf;
+		params[TXN_ARRAYS] = j->kv;
+		params[TXN_ARRAYS + 1] = j->timers;
+		e = txn_exec(j, w, params, &res);
+		for (int m = 0; m < TXN_ARRAYS; m++)
+			sb_free(&sb[m]);
+		if (e != QE_OK)
+			return req_fail(r, e, "transaction not applied: database unavailable");
+		if (res) {
+			note_rows(j, res);
+			PQclear(res);
+		}
+	}
+	if (j->v.reason)
+		render_failure(r, j);
+	else
+		render_success(r, j);
+	return QE_OK;
+}

@@ -1,0 +1,76 @@
+/* spool: the on-disk push spool of FILE_BUFFER_DIR (SPEC 15) and its drainer.
+ *
+ * When PostgreSQL is unreachable (or maintenance mode diverts pushes) accepted push items are
+ * appended to append-only segment files, seg-<20-digit sequence>.spool, and fsync'd before the
+ * push is answered "buffered". A drainer (a task of the maintenance thread) replays them in
+ * spool order through the push path once the database answers, and deletes a segment only
+ * after every record in it is committed. While anything waits in the spool, new pushes go to
+ * the spool too, so per-partition order is kept.
+ *
+ * Record: u32 magic "QSP1", u32 body length, u32 CRC-32C of (length, body), then the body:
+ * u8 version, u8 flags (transactionId, traceId, producer present), u16 zero, u64 wall ms of
+ * spooling, the 36-character message id, then u32-length-prefixed strings: queue, partition,
+ * [transactionId], [traceId], [producer], payload. Integers are little-endian.
+ *
+ * Crash safety: a record is durable once its append returned (write + fdatasync); a crash
+ * mid-append leaves a torn last record, which start-up detects (short header, length past the
+ * end of the file, CRC mismatch) and drops with a warning, never half-replaying it. The
+ * message id is kept in the record and every replayed item carries a dedup key (its
+ * transactionId, else its message id), so replaying a segment again after a crash between
+ * commit and delete stores nothing twice (within the queue's dedup window).
+ *
+ * Records the database refuses REPLAY_ATTEMPTS times with a statement error (the connection
+ * being fine) are set aside in failed.spool, same format, for an operator: failedCount.
+ *
+ * One broker per directory: a lock file (flock) refuses a second broker. Thread context:
+ * spool_append from any worker, spool_drain from the maintenance thread; the counters and
+ * flags from anywhere. */
+#ifndef QUEEN_SPOOL_H
+#define QUEEN_SPOOL_H
+
+#include "errors.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct push_item;
+struct dbconn;
+
+/* Opens dir (creating it and its parents), checks it can be written, takes its lock, and
+ * recovers what a previous run left there (torn tails dropped with a warning). Call once at
+ * start-up, before any push can arrive. Returns 0, or -1 with an error naming
+ * FILE_BUFFER_DIR logged. */
+int spool_open(const char *dir);
+/* Closes the files; what is still spooled stays on disk for the next start. */
+void spool_close(void);
+
+/* 1 when pushes must be spooled instead of stored: maintenance mode is on, or records wait to
+ * be drained (storing around them would reorder a partition). */
+int spool_diverting(void);
+
+/* Appends the n items (ids set, payload text) as one write and fsyncs it. On QE_OK every item
+ * is durable and has status "buffered" and message_id = its id; on error (QE_INTERNAL) none
+ * is in the spool and every item has status "failed" and error set (the cause is logged).
+ * Any worker thread; appends are serialized. */
+enum qe spool_append(struct push_item *const *items, size_t n);
+
+/* The drainer, a maintenance task: replays spooled records in order, in batches, through
+ * h_push_store with their dedup keys, for up to a bounded time per call. Stops at once when
+ * the connection is down (the next round retries) and while maintenance mode is on.
+ * Maintenance thread only. */
+void spool_drain(struct dbconn *db);
+int64_t spool_drain_interval_ms(void);
+
+/* Records in the spool not yet committed, and records set aside as failed. */
+long spool_pending(void);
+long spool_failed(void);
+
+/* Maintenance mode (POST /api/v1/system/maintenance): every push goes to the spool, and the
+ * drainer waits until it is switched off. In memory of this broker only. */
+void spool_set_maintenance(int on);
+int spool_maintenance(void);
+
+/* CRC-32C (Castagnoli) of n bytes, continuing from crc (0 to start). Pure. */
+uint32_t spool_crc32c(uint32_t crc, const void *buf, size_t n);
+
+#endif
