@@ -146,92 +146,16 @@ BEGIN
 END
 $$;
 
--- One segment a push is about to write, laid out before its partition is locked: rel is
--- the offset of its first message relative to the partition's next_offset, idx the 1-based
--- input positions of its messages.
-CREATE TYPE queen_segment_draft AS (
-	pid		uuid,
-	rel		bigint,
-	idx		int[],
-	ids		uuid[],
-	txn_ids		text[],
-	trace_ids	text[],
-	payloads	text[],
-	producer_subs	text[]
-);
-
--- Push, the part that needs no lock: lay the items out as segment drafts, at most 1000
--- messages each.  Items with p_skip set (repeats, duplicates) are left out.  Also returns the
--- distinct partitions named (id order) with the number of messages each receives.
-CREATE FUNCTION queen_push_layout(p_pid uuid[], p_id uuid[], p_txn text[], p_trace text[],
-				  p_payload text[], p_sub text[], p_skip bool[],
-				  OUT o_drafts queen_segment_draft[], OUT o_pid uuid[],
-				  OUT o_cnt int[])
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-	IF cardinality(p_pid) <= 1000 THEN
-		-- No partition can receive more than 1000: one draft per partition.
-		SELECT array_agg(ROW(g.pid, 0, g.idx, g.ids, g.txns, g.traces, g.pays,
-				     g.subs)::queen_segment_draft),
-		       array_agg(g.pid ORDER BY g.pid),
-		       array_agg(coalesce(cardinality(g.idx), 0) ORDER BY g.pid)
-		INTO o_drafts, o_pid, o_cnt
-		FROM (SELECT u.pid,
-			     array_agg(u.o::int ORDER BY u.o) FILTER (WHERE k.ok) AS idx,
-			     array_agg(u.mid ORDER BY u.o) FILTER (WHERE k.ok) AS ids,
-			     array_agg(coalesce(u.txn, u.mid::text) ORDER BY u.o)
-				FILTER (WHERE k.ok) AS txns,
-			     CASE WHEN count(u.trace) FILTER (WHERE k.ok) > 0 THEN
-				array_agg(u.trace ORDER BY u.o) FILTER (WHERE k.ok) END AS traces,
-			     array_agg(u.payload ORDER BY u.o) FILTER (WHERE k.ok) AS pays,
-			     CASE WHEN count(u.sub) FILTER (WHERE k.ok) > 0 THEN
-				array_agg(u.sub ORDER BY u.o) FILTER (WHERE k.ok) END AS subs
-		      FROM unnest(p_pid, p_id, p_txn, p_trace, p_payload, p_sub, p_skip)
-			WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, skip, o)
-		      CROSS JOIN LATERAL (SELECT u.skip IS NOT TRUE AS ok) k
-		      GROUP BY u.pid) g;
-		-- A partition whose items are all skipped gets no draft.
-		o_drafts := ARRAY(SELECT d FROM unnest(o_drafts) d WHERE d.idx IS NOT NULL);
-		RETURN;
-	END IF;
-
-	WITH r AS (
-		SELECT u.o::int AS o, u.pid, u.mid, u.txn, u.trace, u.payload, u.sub,
-		       row_number() OVER (PARTITION BY u.pid ORDER BY u.o) - 1 AS rel
-		FROM unnest(p_pid, p_id, p_txn, p_trace, p_payload, p_sub, p_skip)
-			WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, skip, o)
-		WHERE u.skip IS NOT TRUE
-	)
-	SELECT (SELECT array_agg(ROW(g.pid, g.rel, g.idx, g.ids, g.txns, g.traces, g.pays,
-				     g.subs)::queen_segment_draft)
-		FROM (SELECT r.pid, min(r.rel) AS rel, array_agg(r.o ORDER BY r.rel) AS idx,
-			     array_agg(r.mid ORDER BY r.rel) AS ids,
-			     array_agg(coalesce(r.txn, r.mid::text) ORDER BY r.rel) AS txns,
-			     CASE WHEN count(r.trace) > 0 THEN
-				array_agg(r.trace ORDER BY r.rel) END AS traces,
-			     array_agg(r.payload ORDER BY r.rel) AS pays,
-			     CASE WHEN count(r.sub) > 0 THEN array_agg(r.sub ORDER BY r.rel) END
-				AS subs
-		      FROM r GROUP BY r.pid, r.rel / 1000) g),
-	       (SELECT array_agg(c.pid ORDER BY c.pid) FROM (
-			SELECT DISTINCT u.pid FROM unnest(p_pid) u (pid)) c),
-	       (SELECT array_agg(coalesce(n.n, 0)::int ORDER BY c.pid)
-		FROM (SELECT DISTINCT u.pid FROM unnest(p_pid) u (pid)) c
-		LEFT JOIN (SELECT r.pid, count(*) AS n FROM r GROUP BY r.pid) n ON n.pid = c.pid)
-	INTO o_drafts, o_pid, o_cnt;
-END
-$$;
-
--- Push (SPEC.md 4).  One row per input item.  The partition row locks are held until
--- commit and every push to those partitions waits for them, so what can be done before
--- them is:
---   before   resolve names (creating queues and partitions), find in-call repeats of a
---            transactionId, lay the items out as segments (queen_push_layout);
---   locked   lock the partitions in id order and read their next offsets (1 statement);
---            claim the dedup keys, only when the call carries transactionIds (1 statement);
---            write segments, partition rows and the notification, answer (1 statement).
--- A key found live in its window makes its item a duplicate; the layout is then redone under
--- the lock (slow path: only a replayed or retried push).
+-- Push (SPEC.md 4).  One row per input item.
+--
+-- The partition row locks are held until commit and every push to those partitions waits
+-- for them, so the locked part is one statement: lock the partitions (id order; FOR UPDATE
+-- reads their newest next_offset), cut the items into segments (one per partition and
+-- chunk of 1000, in input order), insert them, advance the partitions, notify, answer.
+-- Before it: name resolution (creating queues and partitions).  With transactionIds, also
+-- before it: dedup keys and in-call repeats; then the partitions are locked first and the
+-- keys claimed in queen_dedup.  A key found live in its window makes its item a duplicate
+-- (slow path: only a replayed or retried push).
 CREATE FUNCTION queen_push(p_pid uuid[], p_queue text[], p_partition text[], p_id uuid[],
 			   p_txn text[], p_trace text[], p_payload text[], p_sub text[])
 RETURNS TABLE (idx int, status text, message_id uuid, queue_id uuid, partition_id uuid,
@@ -242,17 +166,13 @@ DECLARE
 	v_n int := coalesce(cardinality(p_id), 0);
 	v_pid uuid[] := p_pid;
 	v_keys bool := p_txn IS NOT NULL AND array_remove(p_txn, NULL) <> '{}';
-	v_key text[];		-- per item: dedup key (NULL: none, or window 0)
-	v_first int[];		-- per item: 1-based index of the first item with its key
-	v_skip bool[];		-- per item: not written (repeat or duplicate)
-	v_dmid uuid[];		-- per item: id of the committed message it duplicates
+	-- per item, input order
+	v_key text[];		-- dedup key (NULL: none, or the queue's window is 0)
+	v_first int[];		-- 1-based index of the first item with its key (repeats)
+	v_skip bool[];		-- not written: in-call repeat or committed duplicate
+	v_dmid uuid[];		-- id of the committed message it duplicates
 	v_doff bigint[];
-	v_lay record;		-- queen_push_layout()
-	v_drafts queen_segment_draft[];
-	v_lpid uuid[];		-- locked partitions, id order, and for each:
-	v_base bigint[];	--   next_offset when locked
-	v_ts timestamptz[];	--   created_at of the segments written now
-	v_qid uuid[];		--   queue id
+	v_lpid uuid[];
 	v_nkeys int;
 	v_acc int;
 	v_try int := 0;
@@ -263,147 +183,48 @@ BEGIN
 	IF v_pid IS NULL THEN
 		v_pid := array_fill(NULL::uuid, ARRAY[v_n]);
 	END IF;
-
 	IF array_position(v_pid, NULL) IS NOT NULL THEN
 		v_pid := queen_resolve_partitions(v_pid, p_queue, p_partition);
 	END IF;
 
-	IF NOT v_keys AND v_n <= 1000 THEN
-		-- Fast path, no transactionIds: one draft segment per partition, laid out
-		-- before the lock; then lock (in id order, reading the newest next_offset),
-		-- write and answer in one statement.
-		SELECT array_agg(ROW(g.pid, 0, g.idx, g.ids, g.txns, g.traces, g.pays,
-				     g.subs)::queen_segment_draft)
-		INTO v_drafts
-		FROM (SELECT u.pid, array_agg(u.o::int ORDER BY u.o) AS idx,
-			     array_agg(u.mid ORDER BY u.o) AS ids,
-			     array_agg(u.mid::text ORDER BY u.o) AS txns,
-			     CASE WHEN count(u.trace) > 0 THEN
-				array_agg(u.trace ORDER BY u.o) END AS traces,
-			     array_agg(u.payload ORDER BY u.o) AS pays,
-			     CASE WHEN count(u.sub) > 0 THEN
-				array_agg(u.sub ORDER BY u.o) END AS subs
-		      FROM unnest(v_pid, p_id, p_trace, p_payload, p_sub) WITH ORDINALITY
-				AS u (pid, mid, trace, payload, sub, o)
-		      GROUP BY u.pid) g;
-
-		RETURN QUERY
-		WITH l AS MATERIALIZED (
-			SELECT p.id, p.next_offset AS base, p.queue_id AS qid,
-			       greatest(clock_timestamp(), p.last_created_at) AS ts
-			FROM queen_partitions p
-			WHERE p.id = ANY (v_pid)
-			ORDER BY p.id
-			FOR UPDATE
-		), b AS MATERIALIZED (
-			SELECT d.pid, d.idx, d.ids, d.txn_ids, d.trace_ids, d.payloads,
-			       d.producer_subs, l.base, l.ts, l.qid
-			FROM unnest(v_drafts) AS d JOIN l ON l.id = d.pid
-		), seg AS (
-			INSERT INTO queen_segments (partition_id, base_offset, end_offset, created_at,
-						    ids, txn_ids, trace_ids, payloads, producer_subs)
-			SELECT b.pid, b.base, b.base + cardinality(b.ids) - 1, b.ts,
-			       b.ids, b.txn_ids, b.trace_ids, b.payloads, b.producer_subs
-			FROM b
-		), up AS (
-			UPDATE queen_partitions p
-			SET next_offset = b.base + cardinality(b.ids), last_created_at = b.ts
-			FROM b WHERE p.id = b.pid
-		), nt AS (
-			SELECT pg_notify('queen_push',
-				CASE WHEN length(x.s) > 7000 THEN '*' ELSE x.s END)
-			FROM (SELECT string_agg(b.pid::text || ':'
-					|| (b.base + cardinality(b.ids) - 1)::text, ',') AS s
-			      FROM b) x
-		)
-		SELECT (i.o - 1)::int, 'queued'::text, b.ids[i.r], b.qid, b.pid,
-		       b.base + i.r - 1, b.base + cardinality(b.ids) - 1
-		FROM b
-		CROSS JOIN LATERAL unnest(b.idx) WITH ORDINALITY AS i (o, r)
-		LEFT JOIN nt ON true;
-		GET DIAGNOSTICS v_acc = ROW_COUNT;
-		IF v_acc = v_n THEN
-			RETURN;
-		END IF;
-		-- Some partition ids the broker knew are gone (queue deleted): push those
-		-- items again, resolved by name.  Rare; the locks taken so far are kept.
-		RETURN QUERY
-		SELECT (u.o - 1)::int, r.status, r.message_id, r.queue_id, r.partition_id,
-		       r.off, r.log_end
-		FROM (SELECT array_agg(x.o ORDER BY x.o) AS o FROM unnest(v_pid) WITH ORDINALITY
-			AS x (pid, o) WHERE NOT EXISTS (SELECT 1 FROM queen_partitions p
-							WHERE p.id = x.pid)) m
-		CROSS JOIN LATERAL queen_push(
-			array_fill(NULL::uuid, ARRAY[cardinality(m.o)]),
-			ARRAY(SELECT p_queue[k] FROM unnest(m.o) k),
-			ARRAY(SELECT p_partition[k] FROM unnest(m.o) k),
-			ARRAY(SELECT p_id[k] FROM unnest(m.o) k),
-			NULL,
-			ARRAY(SELECT p_trace[k] FROM unnest(m.o) k),
-			ARRAY(SELECT p_payload[k] FROM unnest(m.o) k),
-			ARRAY(SELECT p_sub[k] FROM unnest(m.o) k)) r
-		CROSS JOIN LATERAL (SELECT m.o[r.idx + 1] AS o) u
-		WHERE m.o IS NOT NULL;
-		RETURN;
+	IF v_keys THEN
+		-- Dedup keys where the queue's window is on; the first item with a key wins
+		-- over its in-call repeats.
+		SELECT array_agg(k.key ORDER BY k.o),
+		       array_agg(CASE WHEN k.fi <> k.o THEN k.fi::int END ORDER BY k.o),
+		       array_agg(k.fi <> k.o ORDER BY k.o)
+		INTO v_key, v_first, v_skip
+		FROM (SELECT u.o, x.key,
+			     CASE WHEN x.key IS NULL THEN u.o ELSE first_value(u.o) OVER (
+				PARTITION BY u.pid, x.key ORDER BY u.o) END AS fi
+		      FROM unnest(v_pid, p_txn) WITH ORDINALITY AS u (pid, txn, o)
+		      LEFT JOIN queen_partitions p ON p.id = u.pid
+		      LEFT JOIN queen_queues q ON q.id = p.queue_id
+		      CROSS JOIN LATERAL (SELECT CASE WHEN u.txn IS NOT NULL
+					AND q.dedup_window_seconds > 0
+					THEN queen_txn_key(u.txn) END AS key) x) k;
 	END IF;
 
-	LOOP
-		IF array_position(v_pid, NULL) IS NOT NULL THEN
-			v_pid := queen_resolve_partitions(v_pid, p_queue, p_partition);
-		END IF;
-		IF v_keys THEN
-			-- Dedup keys (where the queue's window is on); the first item with a key
-			-- wins over its in-call repeats.
-			SELECT array_agg(k.key ORDER BY k.o),
-			       array_agg(CASE WHEN k.fi <> k.o THEN k.fi::int END ORDER BY k.o),
-			       array_agg(k.fi <> k.o ORDER BY k.o)
-			INTO v_key, v_first, v_skip
-			FROM (SELECT u.o, x.key,
-				     CASE WHEN x.key IS NULL THEN u.o ELSE first_value(u.o) OVER (
-					PARTITION BY u.pid, x.key ORDER BY u.o) END AS fi
-			      FROM unnest(v_pid, p_txn) WITH ORDINALITY AS u (pid, txn, o)
-			      LEFT JOIN queen_partitions p ON p.id = u.pid
-			      LEFT JOIN queen_queues q ON q.id = p.queue_id
-			      CROSS JOIN LATERAL (SELECT CASE WHEN u.txn IS NOT NULL
-						AND q.dedup_window_seconds > 0
-						THEN queen_txn_key(u.txn) END AS key) x) k;
-		END IF;
-		v_lay := queen_push_layout(v_pid, p_id, p_txn, p_trace, p_payload, p_sub, v_skip);
-
-		-- Lock.  The subquery's order is the lock order and the arrays' order.
-		SELECT array_agg(l.id), array_agg(l.next_offset),
-		       array_agg(greatest(clock_timestamp(), l.last_created_at)),
-		       array_agg(l.queue_id)
-		INTO v_lpid, v_base, v_ts, v_qid
-		FROM (SELECT p.id, p.next_offset, p.last_created_at, p.queue_id
-		      FROM queen_partitions p
-		      WHERE p.id = ANY (v_pid)
-		      ORDER BY p.id
-		      FOR UPDATE) l;
-		EXIT WHEN v_lpid = v_lay.o_pid;
-		-- A partition id the broker knew is gone (its queue was deleted): resolve that
-		-- item by name again.  Rare; the locks taken so far are kept.
-		v_try := v_try + 1;
-		IF v_try > 3 THEN
-			RAISE EXCEPTION 'queen_push: partitions vanished while pushing';
-		END IF;
-		SELECT array_agg(CASE WHEN u.pid = ANY (v_lpid) THEN u.pid END ORDER BY u.o)
-		INTO v_pid FROM unnest(v_pid) WITH ORDINALITY AS u (pid, o);
-	END LOOP;
-
-	IF v_keys AND array_remove(v_key, NULL) <> '{}' THEN
-		-- Claim the keys.  ON CONFLICT sees the newest committed rows whatever the
-		-- snapshot: a key live within its window is not claimed (its item is a
-		-- duplicate), an expired one is taken over.
-		WITH ins AS (
+	IF array_remove(v_key, NULL) <> '{}' THEN
+		-- Lock, then claim the keys.  ON CONFLICT sees the newest committed rows
+		-- whatever the snapshot: a key live within its window is not claimed (its item
+		-- is a duplicate), an expired one is taken over.  Offsets assume no committed
+		-- duplicate; the slow path below corrects them.
+		SELECT array_agg(l.id) INTO v_lpid
+		FROM (SELECT p.id FROM queen_partitions p WHERE p.id = ANY (v_pid)
+		      ORDER BY p.id FOR UPDATE) l;
+		WITH r AS (
+			SELECT u.pid, u.mid, u.key,
+			       row_number() OVER (PARTITION BY u.pid ORDER BY u.o) - 1 AS rel
+			FROM unnest(v_pid, p_id, v_key, v_skip) WITH ORDINALITY
+				AS u (pid, mid, key, skip, o)
+			WHERE NOT u.skip
+		), ins AS (
 			INSERT INTO queen_dedup AS d (partition_id, txn_id, message_id, off,
 						      created_at)
-			SELECT x.pid, k.key, x.ids[i.r], b.base + x.rel + i.r - 1, b.ts
-			FROM unnest(v_lay.o_drafts) AS x
-			JOIN unnest(v_lpid, v_base, v_ts) AS b (pid, base, ts) ON b.pid = x.pid
-			CROSS JOIN LATERAL unnest(x.idx) WITH ORDINALITY AS i (o, r)
-			JOIN unnest(v_key) WITH ORDINALITY AS k (key, o) ON k.o = i.o
-			WHERE k.key IS NOT NULL
+			SELECT r.pid, r.key, r.mid, p.next_offset + r.rel, now()
+			FROM r JOIN queen_partitions p ON p.id = r.pid
+			WHERE r.key IS NOT NULL
 			ON CONFLICT (partition_id, txn_id) DO UPDATE
 			SET message_id = excluded.message_id, off = excluded.off,
 			    created_at = excluded.created_at
@@ -413,14 +234,14 @@ BEGIN
 				WHERE p.id = d.partition_id)
 			RETURNING 1
 		)
-		SELECT count(*) INTO v_acc FROM ins;
-		SELECT count(*) INTO v_nkeys
-		FROM unnest(v_key, v_skip) AS u (key, skip)
-		WHERE u.key IS NOT NULL AND NOT u.skip;
+		SELECT (SELECT count(*) FROM ins),
+		       (SELECT count(*) FROM r JOIN queen_partitions p ON p.id = r.pid
+			WHERE r.key IS NOT NULL)
+		INTO v_acc, v_nkeys;
 
 		IF v_acc < v_nkeys THEN
-			-- Slow path: some keys are live.  Those rows were left alone: mark their
-			-- items, lay out again, correct the offsets of the rows claimed.
+			-- Slow path: some keys are live.  Their rows were left alone: mark those
+			-- items, then correct the offsets of the rows claimed.
 			SELECT array_agg(CASE WHEN d.message_id <> u.mid THEN d.message_id END
 					 ORDER BY u.o),
 			       array_agg(CASE WHEN d.message_id <> u.mid THEN d.off END ORDER BY u.o),
@@ -431,68 +252,120 @@ BEGIN
 				AS u (pid, mid, key, skip, o)
 			LEFT JOIN queen_dedup d ON NOT u.skip AND d.partition_id = u.pid
 				AND d.txn_id = u.key;
-			v_lay := queen_push_layout(v_pid, p_id, p_txn, p_trace, p_payload, p_sub,
-						   v_skip);
-			UPDATE queen_dedup d SET off = b.base + x.rel + i.r - 1
-			FROM unnest(v_lay.o_drafts) AS x
-			JOIN unnest(v_lpid, v_base) AS b (pid, base) ON b.pid = x.pid
-			CROSS JOIN LATERAL unnest(x.idx) WITH ORDINALITY AS i (o, r)
-			JOIN unnest(v_key) WITH ORDINALITY AS k (key, o) ON k.o = i.o
-			WHERE k.key IS NOT NULL AND d.partition_id = x.pid AND d.txn_id = k.key
-			  AND d.message_id = x.ids[i.r] AND d.off <> b.base + x.rel + i.r - 1;
+			UPDATE queen_dedup d SET off = r.off
+			FROM (SELECT u.pid, u.mid, u.key, p.next_offset + row_number() OVER (
+					PARTITION BY u.pid ORDER BY u.o) - 1 AS off
+			      FROM unnest(v_pid, p_id, v_key, v_skip) WITH ORDINALITY
+					AS u (pid, mid, key, skip, o)
+			      JOIN queen_partitions p ON p.id = u.pid
+			      WHERE NOT u.skip) r
+			WHERE r.key IS NOT NULL AND d.partition_id = r.pid AND d.txn_id = r.key
+			  AND d.message_id = r.mid AND d.off <> r.off;
 		END IF;
 	END IF;
 
 	RETURN QUERY
-	WITH b AS (
-		SELECT x.pid, x.base, x.ts, x.qid, x.n
-		FROM unnest(v_lpid, v_base, v_ts, v_qid, v_lay.o_cnt) AS x (pid, base, ts, qid, n)
+	WITH l AS MATERIALIZED (
+		SELECT p.id, p.next_offset AS base, p.queue_id AS qid,
+		       greatest(clock_timestamp(), p.last_created_at) AS ts
+		FROM queen_partitions p
+		WHERE p.id = ANY (v_pid)
+		ORDER BY p.id
+		FOR UPDATE
+	), g AS MATERIALIZED (
+		-- One pass over the items sorted by (partition, chunk, input order): every
+		-- array of a segment is aggregated in that same order.
+		SELECT s.pid, min(s.r) AS rel, count(*)::int AS n, array_agg(s.o) AS idx,
+		       array_agg(s.mid) AS ids, array_agg(coalesce(s.txn, s.mid::text)) AS txns,
+		       array_agg(s.trace) AS traces, bool_or(s.trace IS NOT NULL) AS has_trace,
+		       array_agg(s.payload) AS pays,
+		       array_agg(s.sub) AS subs, bool_or(s.sub IS NOT NULL) AS has_sub
+		FROM (SELECT w.*, w.r / 1000 AS chunk
+		      FROM (SELECT u.pid, u.o::int AS o, u.mid, u.txn, u.trace, u.payload, u.sub,
+				   row_number() OVER (PARTITION BY u.pid ORDER BY u.o) - 1 AS r
+			    FROM unnest(v_pid, p_id, p_txn, p_trace, p_payload, p_sub, v_skip)
+				WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, skip, o)
+			    WHERE u.skip IS NOT TRUE) w
+		      ORDER BY w.pid, chunk, w.o) s
+		GROUP BY s.pid, s.chunk
+	), pp AS MATERIALIZED (
+		SELECT l.id AS pid, l.base, l.ts, l.qid, coalesce(sum(g.n), 0)::int AS n
+		FROM l LEFT JOIN g ON g.pid = l.id
+		GROUP BY l.id, l.base, l.ts, l.qid
+	), b AS MATERIALIZED (
+		SELECT g.*, pp.base, pp.ts, pp.qid, pp.n AS pn FROM g JOIN pp ON pp.pid = g.pid
 	), seg AS (
-		INSERT INTO queen_segments (partition_id, base_offset, end_offset, created_at, ids,
-					    txn_ids, trace_ids, payloads, producer_subs)
-		SELECT d.pid, b.base + d.rel, b.base + d.rel + cardinality(d.ids) - 1, b.ts,
-		       d.ids, d.txn_ids, d.trace_ids, d.payloads, d.producer_subs
-		FROM unnest(v_lay.o_drafts) AS d JOIN b ON b.pid = d.pid
+		INSERT INTO queen_segments (partition_id, base_offset, end_offset, created_at,
+					    ids, txn_ids, trace_ids, payloads, producer_subs)
+		SELECT b.pid, b.base + b.rel, b.base + b.rel + b.n - 1, b.ts, b.ids, b.txns,
+		       CASE WHEN b.has_trace THEN b.traces END, b.pays,
+		       CASE WHEN b.has_sub THEN b.subs END
+		FROM b
 	), up AS (
 		UPDATE queen_partitions p
-		SET next_offset = b.base + b.n, last_created_at = b.ts
-		FROM b WHERE p.id = b.pid AND b.n > 0
+		SET next_offset = pp.base + pp.n, last_created_at = pp.ts
+		FROM pp WHERE p.id = pp.pid AND pp.n > 0
 	), nt AS (
 		SELECT pg_notify('queen_push', CASE WHEN length(x.s) > 7000 THEN '*' ELSE x.s END)
-		FROM (SELECT string_agg(b.pid::text || ':' || (b.base + b.n - 1)::text, ',') AS s
-		      FROM b WHERE b.n > 0) x
+		FROM (SELECT string_agg(pp.pid::text || ':' || (pp.base + pp.n - 1)::text, ',')
+			AS s
+		      FROM pp WHERE pp.n > 0) x
 		WHERE x.s IS NOT NULL
 	)
-	SELECT (i.o - 1)::int, 'queued'::text, d.ids[i.r], b.qid, d.pid,
-	       b.base + d.rel + i.r - 1, b.base + b.n - 1
-	FROM unnest(v_lay.o_drafts) AS d
-	JOIN b ON b.pid = d.pid
-	CROSS JOIN LATERAL unnest(d.idx) WITH ORDINALITY AS i (o, r)
+	SELECT b.idx[i] - 1, 'queued'::text, b.ids[i], b.qid, b.pid,
+	       b.base + b.rel + i - 1, b.base + b.pn - 1
+	FROM b
+	CROSS JOIN LATERAL generate_series(1, b.n) AS i
 	LEFT JOIN nt ON true;
+	GET DIAGNOSTICS v_acc = ROW_COUNT;
 
 	IF v_skip IS NOT NULL AND array_position(v_skip, true) IS NOT NULL THEN
-		-- Duplicates: a committed one answers its original; an in-call repeat its first.
+		-- Duplicates: a committed one answers its original, an in-call repeat its
+		-- first.  The partitions are locked and written: log end = next_offset - 1.
 		RETURN QUERY
-		WITH q AS (
-			SELECT i.o, d.ids[i.r] AS mid, b.base + d.rel + i.r - 1 AS off
-			FROM unnest(v_lay.o_drafts) AS d
-			JOIN unnest(v_lpid, v_base) AS b (pid, base) ON b.pid = d.pid
-			CROSS JOIN LATERAL unnest(d.idx) WITH ORDINALITY AS i (o, r)
-		), u AS (
-			SELECT x.o, x.pid, x.skip, x.fi, x.dmid, x.doff
-			FROM unnest(v_pid, v_skip, v_first, v_dmid, v_doff) WITH ORDINALITY
-				AS x (pid, skip, fi, dmid, doff, o)
+		WITH u AS (
+			SELECT x.o::int AS o, x.pid, x.mid, x.skip, x.fi, x.dmid, x.doff
+			FROM unnest(v_pid, p_id, v_skip, v_first, v_dmid, v_doff) WITH ORDINALITY
+				AS x (pid, mid, skip, fi, dmid, doff, o)
+		), w AS (
+			SELECT u.o, u.pid, u.mid,
+			       row_number() OVER (PARTITION BY u.pid ORDER BY u.o) AS r,
+			       count(*) OVER (PARTITION BY u.pid) AS n
+			FROM u WHERE NOT u.skip
 		)
-		SELECT (u.o - 1)::int, 'duplicate'::text,
-		       coalesce(u.dmid, f.dmid, fq.mid), b.qid, u.pid,
-		       coalesce(u.doff, f.doff, fq.off), b.base + b.n - 1
+		SELECT u.o - 1, 'duplicate'::text, coalesce(u.dmid, f.dmid, fw.mid), p.queue_id,
+		       u.pid, coalesce(u.doff, f.doff, p.next_offset - fw.n + fw.r - 1),
+		       p.next_offset - 1
 		FROM u
-		JOIN unnest(v_lpid, v_base, v_qid, v_lay.o_cnt) AS b (pid, base, qid, n)
-			ON b.pid = u.pid
+		JOIN queen_partitions p ON p.id = u.pid
 		LEFT JOIN u f ON f.o = u.fi
-		LEFT JOIN q fq ON fq.o = u.fi
+		LEFT JOIN w fw ON fw.o = u.fi
 		WHERE u.skip;
+		GET DIAGNOSTICS v_try = ROW_COUNT;
+		v_acc := v_acc + v_try;
 	END IF;
+	IF v_acc = v_n THEN
+		RETURN;
+	END IF;
+
+	-- Some partition ids the broker knew are gone (their queue was deleted): push those
+	-- items again, resolved by name.  Rare; the locks taken so far are kept.
+	RETURN QUERY
+	SELECT m.o[r.idx + 1] - 1, r.status, r.message_id, r.queue_id, r.partition_id, r.off,
+	       r.log_end
+	FROM (SELECT array_agg(x.o::int ORDER BY x.o) AS o
+	      FROM unnest(v_pid) WITH ORDINALITY AS x (pid, o)
+	      WHERE NOT EXISTS (SELECT 1 FROM queen_partitions p WHERE p.id = x.pid)) m
+	CROSS JOIN LATERAL queen_push(
+		array_fill(NULL::uuid, ARRAY[cardinality(m.o)]),
+		ARRAY(SELECT p_queue[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_partition[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_id[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_txn[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_trace[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_payload[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_sub[k] FROM unnest(m.o) k)) r
+	WHERE m.o IS NOT NULL;
 END
 $$;
 

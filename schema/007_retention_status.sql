@@ -1,24 +1,25 @@
 -- 007_retention_status.sql: retention (SPEC.md 9, 21) and the operator reads (SPEC.md 16).
 --
--- Retention removes whole segments from the front of a partition's log.  A round
--- (queen_retention_round, one call of the maintenance thread) is one transaction in four
--- steps, each bounded:
+-- Retention removes whole segments from the front of a partition's log, one round every
+-- RETENTION_INTERVAL, each step bounded:
 --   1. purge   deletes segments that lie wholly below a log start moved by an earlier round
 --              (at most p_batch segments);
 --   2. plan    picks the partitions whose front segments are due and where their log start
---              goes (read only; at most p_batch segments in at most 500 partitions);
+--              goes (read only; at most p_batch segments in at most 1000 partitions);
 --   3. dedup   deletes dedup keys older than their queue's window, in a slice of 2000
 --              partitions per round (at most 20 * p_batch keys);
---   4. advance moves those log starts, as the last statement of the transaction.
--- Why this order: pushes lock partition rows FOR UPDATE in id order and keep them to commit,
--- so the only lock of ours that can stall a push is a partition row lock, and it is taken by
--- the last statement (SKIP LOCKED, id order: a busy partition is simply left for the next
--- round, and nothing here ever waits for a partition lock, so there is no lock cycle with
--- pushes or with queen_queue_delete).  Segment and dedup rows are picked FOR UPDATE SKIP
--- LOCKED too, so a round never waits for anyone.  Between advance and purge, released
--- segments sit below the log start where no reader looks (every read path starts at
--- greatest(committed, log_start - 1)), so the log a client sees is always whole: the invariant
--- "segments cover [log_start, next_offset - 1]" holds at every commit.
+--   4. advance moves those log starts.
+-- Steps 1-3 are queen_retention_round, one transaction that returns the plan; the broker then
+-- runs step 4, queen_retention_advance, on chunks of the plan, one short transaction each.
+-- Why: pushes lock partition rows FOR UPDATE in id order and keep them to commit, so the only
+-- lock of ours that can stall a push is a partition row lock.  Each advance takes a few dozen
+-- of them (id order, SKIP LOCKED: a busy partition is simply left for the next round) and
+-- commits at once, so a push waits at most for one small UPDATE.  Nothing here ever waits
+-- for a lock (segment and dedup rows are picked FOR UPDATE SKIP LOCKED too), so there is no
+-- lock cycle with pushes or queen_queue_delete, and a round never stalls.  Between advance
+-- and purge, released segments sit below the log start where no reader looks (every read
+-- path starts at greatest(committed, log_start - 1)): the invariant "segments cover
+-- [log_start, next_offset - 1]" holds at every commit, the log a client sees is always whole.
 --
 -- Which segments are due (created_at never decreases along offsets, so each rule frees a
 -- prefix of the log and the union is the longest of them):
@@ -31,7 +32,8 @@
 -- Dead letters are copies in queen_dlq and are never touched.
 --
 -- One broker at a time: the round takes a transaction-level advisory lock and returns
--- {"skipped":true} when another broker holds it.
+-- {"skipped":true} when another broker holds it.  (Advances run outside that lock; they are
+-- monotone, so one that overlaps another broker's round only repeats work.)
 --
 -- Changes to core tables: an index queen_dedup (partition_id, created_at), so that expired
 -- keys are found per partition by one range probe instead of a scan of the table.
@@ -64,10 +66,15 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT 20 $$;
 CREATE FUNCTION queen_retention_dedup_slice() RETURNS int
 LANGUAGE sql IMMUTABLE AS $$ SELECT 2000 $$;
 
--- Most partitions whose log start one round moves, whatever the batch size: the advance
--- statement holds their row locks to commit, and 500 rows are updated in a few ms.
+-- Most partitions whose log start one round plans to move, whatever the batch size.
 CREATE FUNCTION queen_retention_max_partitions() RETURNS int
-LANGUAGE sql IMMUTABLE AS $$ SELECT 500 $$;
+LANGUAGE sql IMMUTABLE AS $$ SELECT 1000 $$;
+
+-- Segments created before this are due under a window of p_secs (NULL: the rule is off).
+CREATE FUNCTION queen_retention_cutoff(p_on bool, p_secs int) RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+	SELECT CASE WHEN p_on AND p_secs > 0 THEN now() - make_interval(secs => p_secs) END
+$$;
 
 CREATE FUNCTION queen_retention_round(p_batch int) RETURNS jsonb
 LANGUAGE plpgsql SET jit = off AS $$
@@ -76,12 +83,9 @@ DECLARE
 	v_budget bigint;
 	v_deleted bigint := 0;
 	v_expired bigint := 0;
-	v_released bigint := 0;
-	v_advanced bigint := 0;
 	v_pids uuid[] := '{}';
 	v_new bigint[] := '{}';
 	v_cnt bigint[] := '{}';
-	v_fix jsonb := '[]';
 	v_t bigint;
 	v_x bigint;
 	v_y bigint;
@@ -120,18 +124,18 @@ BEGIN
 			LIMIT 1) k ON true
 		WHERE k.left_over IS NULL);
 
-	-- 2. Plan: which partitions advance, and to where (read only).  Candidates are the
-	-- partitions whose first retained segment is due under some rule, oldest first.
+	-- 2. Plan: which partitions advance, and to where (read only; step 4 moves them).
+	-- Candidates: partitions whose first retained segment is due under some rule, oldest
+	-- first.
 	v_budget := v_batch;
 	FOR r IN
 		SELECT p.id, p.log_start AS ls, p.next_offset AS nx, c.t_any, c.t_done
 		FROM (SELECT q.id AS qid,
-			     greatest(CASE WHEN q.max_wait_time_seconds > 0 THEN
-					now() - make_interval(secs => q.max_wait_time_seconds) END,
-				      CASE WHEN q.retention_enabled AND q.retention_seconds > 0 THEN
-					now() - make_interval(secs => q.retention_seconds) END) AS t_any,
-			     CASE WHEN q.retention_enabled AND q.completed_retention_seconds > 0 THEN
-				now() - make_interval(secs => q.completed_retention_seconds) END AS t_done
+			     greatest(queen_retention_cutoff(true, q.max_wait_time_seconds),
+				      queen_retention_cutoff(q.retention_enabled,
+							     q.retention_seconds)) AS t_any,
+			     queen_retention_cutoff(q.retention_enabled,
+						    q.completed_retention_seconds) AS t_done
 		      FROM queen_queues q
 		      WHERE q.max_wait_time_seconds > 0
 			 OR (q.retention_enabled
@@ -175,7 +179,8 @@ BEGIN
 				WHERE s.partition_id = r.id AND s.base_offset >= r.ls
 				  AND s.created_at >= r.t_done
 				ORDER BY s.created_at, s.base_offset LIMIT 1;
-				v_t := greatest(v_t, least(coalesce(v_x, r.ls), coalesce(v_y, r.nx)));
+				v_t := greatest(v_t,
+						least(coalesce(v_x, r.ls), coalesce(v_y, r.nx)));
 			END IF;
 		END IF;
 		CONTINUE WHEN v_t <= r.ls;
@@ -229,40 +234,51 @@ BEGIN
 			     THEN NULL ELSE v_slice[cardinality(v_slice)] END;
 	END IF;
 
-	-- 4. Advance, last: lock the planned partitions in id order without waiting, move their
-	-- log start, remember what to purge, and tell the broker which cursors now sit below it
-	-- (its index counts them from the log start on).
-	IF cardinality(v_pids) > 0 THEN
-		WITH lk AS MATERIALIZED (
-			SELECT p.id FROM queen_partitions p
-			WHERE p.id = ANY (v_pids)
-			ORDER BY p.id
-			FOR UPDATE SKIP LOCKED
-		), up AS (
-			UPDATE queen_partitions p SET log_start = u.t
-			FROM unnest(v_pids, v_new, v_cnt) AS u (pid, t, n)
-			WHERE p.id = u.pid AND p.id IN (SELECT lk.id FROM lk)
-			  AND u.t > p.log_start AND u.t <= p.next_offset
-			RETURNING p.id, p.log_start, u.n
-		), pend AS (
-			INSERT INTO queen_retention_pending AS rp (partition_id, upto)
-			SELECT up.id, up.log_start FROM up
-			ON CONFLICT (partition_id) DO UPDATE
-			SET upto = greatest(rp.upto, excluded.upto)
-		)
-		SELECT count(*), coalesce(sum(up.n), 0),
-		       coalesce((SELECT jsonb_agg(jsonb_build_array(k.partition_id, k.group_name,
-								 u2.log_start - 1))
-				 FROM up u2 JOIN queen_cursors k ON k.partition_id = u2.id
-				 WHERE k.committed < u2.log_start - 1), '[]'::jsonb)
-		INTO v_advanced, v_released, v_fix
-		FROM up;
-	END IF;
-
 	RETURN jsonb_build_object('skipped', false, 'segmentsDeleted', v_deleted,
-				  'segmentsReleased', v_released, 'partitionsAdvanced', v_advanced,
-				  'dedupExpired', v_expired, 'cursors', v_fix);
+				  'dedupExpired', v_expired,
+				  'advance', coalesce((
+					SELECT jsonb_agg(jsonb_build_array(u.pid, u.t, u.n))
+					FROM unnest(v_pids, v_new, v_cnt) AS u (pid, t, n)),
+					'[]'::jsonb));
 END
+$$;
+
+-- Step 4, one short transaction per chunk of a round's plan (the broker sends a few dozen
+-- partitions at a time): lock them in id order without waiting (a partition a push holds is
+-- left for the next round), move their log start, remember what the purge is to delete, and
+-- name the cursors that now sit below the log start (the broker's index counts them from
+-- there).  Log starts only ever grow and never pass next_offset, so a plan that went stale
+-- meanwhile, or another broker's, cannot harm.  The partition row locks are held from this
+-- statement to its commit and nothing else.
+CREATE FUNCTION queen_retention_advance(p_pid uuid[], p_start bigint[], p_count bigint[])
+RETURNS jsonb
+LANGUAGE sql SET jit = off AS $$
+	WITH lk AS MATERIALIZED (
+		SELECT p.id FROM queen_partitions p
+		WHERE p.id = ANY (p_pid)
+		ORDER BY p.id
+		FOR UPDATE SKIP LOCKED
+	), up AS (
+		UPDATE queen_partitions p SET log_start = u.t
+		FROM unnest(p_pid, p_start, p_count) AS u (pid, t, n)
+		WHERE p.id = u.pid AND p.id IN (SELECT lk.id FROM lk)
+		  AND u.t > p.log_start AND u.t <= p.next_offset
+		RETURNING p.id, p.log_start, u.n
+	), pend AS (
+		INSERT INTO queen_retention_pending AS rp (partition_id, upto)
+		SELECT up.id, up.log_start FROM up
+		ON CONFLICT (partition_id) DO UPDATE
+		SET upto = greatest(rp.upto, excluded.upto)
+	)
+	SELECT jsonb_build_object(
+		'partitionsAdvanced', count(*),
+		'segmentsReleased', coalesce(sum(up.n), 0),
+		'cursors', coalesce((
+			SELECT jsonb_agg(jsonb_build_array(k.partition_id, k.group_name,
+							   u2.log_start - 1))
+			FROM up u2 JOIN queen_cursors k ON k.partition_id = u2.id
+			WHERE k.committed < u2.log_start - 1), '[]'::jsonb))
+	FROM up
 $$;
 
 -- ---- operator reads --------------------------------------------------------------------
@@ -453,7 +469,8 @@ LANGUAGE sql STABLE SET jit = off AS $$
 	), parts AS (
 		SELECT d.*,
 		       CASE WHEN d.messages - d.completed > 0
-			    THEN queen_status_offset_time(d.partition_id, d.slowest + 1) END AS oldest,
+			    THEN queen_status_offset_time(d.partition_id, d.slowest + 1)
+		       END AS oldest,
 		       (SELECT coalesce(sum(s.end_offset - s.base_offset + 1), 0)
 			FROM queen_segments s
 			WHERE s.partition_id = d.partition_id

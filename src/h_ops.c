@@ -8,6 +8,7 @@
 #include "longpoll.h"
 #include "metrics.h"
 #include "pindex.h"
+#include "spool.h"
 #include "workers.h"
 
 #include "config.h"
@@ -58,7 +59,7 @@ h_metrics(struct req *r, struct wk *w)
 		"\"popped\":%llu,\"acked\":%llu,\"nacked\":%llu,\"deadLettered\":%llu},"
 		"\"pushCommits\":%llu,\"pool\":{\"size\":%lld,\"queuedJobs\":%ld,"
 		"\"dbErrors\":%llu},\"longPoll\":{\"parked\":%ld,\"wakeups\":%llu},"
-		"\"spool\":{\"pendingCount\":0,\"failedCount\":0},\"database\":%s}",
+		"\"spool\":{\"pendingCount\":%ld,\"failedCount\":%ld},\"database\":%s}",
 		(long long)metrics_uptime_s(), (unsigned long long)m.requests,
 		(unsigned long long)m.req_2xx, (unsigned long long)m.req_4xx,
 		(unsigned long long)m.req_5xx, (unsigned long long)m.pushed,
@@ -66,7 +67,8 @@ h_metrics(struct req *r, struct wk *w)
 		(unsigned long long)m.acked, (unsigned long long)m.nacked,
 		(unsigned long long)m.dead_lettered, (unsigned long long)m.push_commits,
 		(long long)qconf.db_pool_size, wk_queued(), (unsigned long long)m.db_errors,
-		lp_parked(), (unsigned long long)m.wakeups, stats);
+		lp_parked(), (unsigned long long)m.wakeups, spool_pending(), spool_failed(),
+		stats);
 	free(stats);
 	req_reply_sb(r, 200, &sb);
 	return QE_OK;
@@ -143,6 +145,10 @@ h_prometheus(struct req *r, struct wk *w)
 	     (unsigned long long)lp_parked());
 	prom(&sb, "pool_size", "gauge", "Worker connections to PostgreSQL.",
 	     (unsigned long long)qconf.db_pool_size);
+	prom(&sb, "spool_pending", "gauge", "Pushes waiting in the on-disk spool.",
+	     (unsigned long long)spool_pending());
+	prom(&sb, "spool_failed", "gauge", "Spooled pushes set aside after refused replays.",
+	     (unsigned long long)spool_failed());
 	/* Per queue, from the partition index (no query): partitions and offsets allocated. */
 	struct prom_queues pq;
 

@@ -5,6 +5,7 @@
  * trip. When nothing is deliverable and wait=true, the request parks in longpoll.c without a
  * connection and comes back here when woken. */
 #include "h_pop.h"
+#include "h_system.h"
 #include "conf.h"
 #include "dbpool.h"
 #include "http.h"
@@ -281,9 +282,12 @@ h_pop_run(struct req *r, struct wk *w)
 
 	for (;;) {
 		uint64_t gen = lp_gen(j->queue);
-		int delivered, had_candidates;
-		int64_t recheck_wall;
-		enum qe e = pop_once(r, j, w, &delivered, &had_candidates, &recheck_wall);
+		int delivered = 0, had_candidates = 1;
+		int64_t recheck_wall = 0;
+		/* Pop maintenance (h_system.c): deliver nothing; a long-poll waits on, looking
+		 * again every second, so it delivers soon after the switch is turned off. */
+		enum qe e = h_system_pops_paused() ? QE_OK :
+			    pop_once(r, j, w, &delivered, &had_candidates, &recheck_wall);
 		struct lp_filter f;
 
 		if (e != QE_OK || delivered)

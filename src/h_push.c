@@ -3,7 +3,9 @@
  * group commit. Each item still gets its own verdict, in its request's input order.
  *
  * If the combined call fails, each request is retried alone, so one bad request cannot fail
- * the others it was coalesced with. */
+ * the others it was coalesced with. When PostgreSQL cannot be reached (the connection is
+ * down, not a refused statement), or while the spool is not empty, the items go to the
+ * on-disk spool instead and answer "buffered" (spool.c). */
 #include "h_push.h"
 #include "dbpool.h"
 #include "http.h"
@@ -13,6 +15,7 @@
 #include "metrics.h"
 #include "pindex.h"
 #include "qassert.h"
+#include "spool.h"
 #include "uuid.h"
 #include "workers.h"
 
@@ -109,64 +112,48 @@ h_push_prepare(struct req *r)
 	return QE_OK;
 }
 
-/* Builds the parameter arrays of queen_push for every item of every request. */
+/* Builds the parameter arrays of queen_push for the items. keyed: every item carries a dedup
+ * key, its transactionId or else its message id (spool replays). */
 static void
-build_params(struct req **rs, size_t n, struct strbuf sb[8])
+build_params(struct push_item *const *items, size_t n, int keyed, struct strbuf sb[8])
 {
 	for (int k = 0; k < 8; k++) {
 		sb_init(&sb[k]);
 		sb_addc(&sb[k], '{');
 	}
-	for (size_t i = 0, first = 1; i < n; i++) {
-		struct push_job *j = rs[i]->job;
+	for (size_t i = 0; i < n; i++) {
+		const struct push_item *it = items[i];
+		char pid[UUID_STR_LEN];
+		int known = pidx_lookup(it->queue, it->partition, pid);
 
-		for (size_t k = 0; k < j->n; k++, first = 0) {
-			struct push_item *it = &j->items[k];
-			char pid[UUID_STR_LEN];
-			int known = pidx_lookup(it->queue, it->partition, pid);
-
-			if (!first)
-				for (int m = 0; m < 8; m++)
-					sb_addc(&sb[m], ',');
-			uuid_v7(it->id);
-			sb_add_pgelem(&sb[0], known ? pid : NULL);
-			sb_add_pgelem(&sb[1], it->queue);
-			sb_add_pgelem(&sb[2], it->partition);
-			sb_add_pgelem(&sb[3], it->id);
-			sb_add_pgelem(&sb[4], it->txn);
-			sb_add_pgelem(&sb[5], it->trace);
-			sb_add_pgelem(&sb[6], it->payload);
-			sb_add_pgelem(&sb[7], NULL);
-		}
+		QASSERT(it->id[0] != '\0');
+		if (i)
+			for (int m = 0; m < 8; m++)
+				sb_addc(&sb[m], ',');
+		sb_add_pgelem(&sb[0], known ? pid : NULL);
+		sb_add_pgelem(&sb[1], it->queue);
+		sb_add_pgelem(&sb[2], it->partition);
+		sb_add_pgelem(&sb[3], it->id);
+		sb_add_pgelem(&sb[4], it->txn ? it->txn : keyed ? it->id : NULL);
+		sb_add_pgelem(&sb[5], it->trace);
+		sb_add_pgelem(&sb[6], it->payload);
+		sb_add_pgelem(&sb[7], NULL);
 	}
 	for (int k = 0; k < 8; k++)
 		sb_addc(&sb[k], '}');
 }
 
-/* Locates global item index g among the requests. */
-static struct push_item *
-item_at(struct req **rs, size_t n, long g)
-{
-	for (size_t i = 0; i < n; i++) {
-		struct push_job *j = rs[i]->job;
-
-		if (g < (long)j->n)
-			return &j->items[g];
-		g -= (long)j->n;
-	}
-	return NULL;
-}
-
 /* Learns the partitions the push touched and wakes the parked pops of each queue once. */
 static void
-note_result(PGresult *res, struct req **rs, size_t n)
+note_result(PGresult *res, struct push_item *const *items, size_t n)
 {
 	const char *woken[64];
 	int nwoken = 0;
 	uint64_t queued = 0, dup = 0;
 
 	for (int row = 0; row < PQntuples(res); row++) {
-		struct push_item *it = item_at(rs, n, atol(PQgetvalue(res, row, 0)));
+		long g = atol(PQgetvalue(res, row, 0));
+		struct push_item *it = g >= 0 && (size_t)g < n ? items[g] : NULL;
 		const char *status = PQgetvalue(res, row, 1);
 		int seen = 0;
 
@@ -192,6 +179,27 @@ note_result(PGresult *res, struct req **rs, size_t n)
 		lp_wake_queue(woken[k], PQntuples(res));
 }
 
+enum qe
+h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int keyed)
+{
+	struct strbuf sb[8];
+	const char *params[8];
+	PGresult *res;
+	enum qe e;
+
+	build_params(items, n, keyed, sb);
+	for (int k = 0; k < 8; k++)
+		params[k] = sb[k].buf;
+	e = db_exec(db, keyed ? SQL_SPOOL_PUSH : SQL_PUSH, params, &res);
+	for (int k = 0; k < 8; k++)
+		sb_free(&sb[k]);
+	if (e != QE_OK)
+		return e;
+	note_result(res, items, n);
+	PQclear(res);
+	return QE_OK;
+}
+
 static void
 render(struct req *r)
 {
@@ -208,49 +216,65 @@ render(struct req *r)
 		sb_add_jstr(&sb, it->txn ? it->txn : it->id);
 		sb_adds(&sb, ",\"queueName\":");
 		sb_add_jstr(&sb, it->queue);
-		sb_addf(&sb, ",\"status\":\"%s\"}", it->status);
+		sb_addf(&sb, ",\"status\":\"%s\"", it->status);
+		if (it->error) {
+			sb_adds(&sb, ",\"error\":");
+			sb_add_jstr(&sb, it->error);
+		}
+		sb_addc(&sb, '}');
 	}
 	sb_addc(&sb, ']');
 	req_reply_sb(r, 201, &sb);
 }
 
-static enum qe
-push_all(struct req **rs, size_t n, struct wk *w)
+/* Every item of the requests, in order, with its message id assigned. The caller frees. */
+static struct push_item **
+flatten(struct req **rs, size_t n, size_t *count)
 {
-	struct strbuf sb[8];
-	const char *params[8];
-	PGresult *res;
-	enum qe e;
+	struct push_item **flat;
+	size_t total = 0, k = 0;
 
-	build_params(rs, n, sb);
-	for (int k = 0; k < 8; k++)
-		params[k] = sb[k].buf;
-	e = db_exec(w->db, SQL_PUSH, params, &res);
-	for (int k = 0; k < 8; k++)
-		sb_free(&sb[k]);
-	if (e != QE_OK)
-		return e;
-	note_result(res, rs, n);
-	PQclear(res);
-	return QE_OK;
+	for (size_t i = 0; i < n; i++)
+		total += ((struct push_job *)rs[i]->job)->n;
+	flat = calloc(total ? total : 1, sizeof(*flat));
+	QASSERT(flat != NULL);
+	for (size_t i = 0; i < n; i++) {
+		struct push_job *j = rs[i]->job;
+
+		for (size_t m = 0; m < j->n; m++, k++) {
+			flat[k] = &j->items[m];
+			if (!flat[k]->id[0])
+				uuid_v7(flat[k]->id);
+		}
+	}
+	*count = total;
+	return flat;
 }
 
 void
 h_push_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 {
-	size_t items = 0;
-	enum qe e;
+	size_t items;
+	struct push_item **flat = flatten(rs, n, &items);
+	enum qe e = QE_OK;
 
-	for (size_t i = 0; i < n; i++)
-		items += ((struct push_job *)rs[i]->job)->n;
 	if (items == 0) {
+		free(flat);
 		for (size_t i = 0; i < n; i++) {
 			req_reply_text(rs[i], 201, "[]");
 			rcs[i] = QE_OK;
 		}
 		return;
 	}
-	e = push_all(rs, n, w);
+	/* While the spool holds anything (or maintenance diverts pushes) new pushes queue up
+	 * behind it, so a partition keeps its order. When the database cannot be reached the
+	 * items go to the spool; a statement the database refuses stays a failure. */
+	if (spool_diverting() || ((e = h_push_store(w->db, flat, items, 0)) != QE_OK &&
+				  !db_ok(w->db))) {
+		spool_append(flat, items);
+		e = QE_OK;
+	}
+	free(flat);
 	if (e != QE_OK && n > 1) {
 		for (size_t i = 0; i < n; i++)
 			rcs[i] = h_push_run(rs[i], w);
@@ -261,23 +285,15 @@ h_push_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 		if (e == QE_OK)
 			render(rs[i]);
 		else
-			req_fail(rs[i], e, "push not stored: database unavailable");
+			req_fail(rs[i], e, "push not stored: the database refused it");
 	}
 }
 
 enum qe
 h_push_run(struct req *r, struct wk *w)
 {
-	struct push_job *j = r->job;
 	enum qe e;
 
-	if (j->n == 0) {
-		req_reply_text(r, 201, "[]");
-		return QE_OK;
-	}
-	e = push_all(&r, 1, w);
-	if (e != QE_OK)
-		return req_fail(r, e, "push not stored: database unavailable");
-	render(r);
-	return QE_OK;
+	h_push_run_many(&r, 1, w, &e);
+	return e;
 }

@@ -7,9 +7,11 @@
 #include "uuid.h"
 
 #include <jansson.h>
+#include <stddef.h>
 
 struct req;
 struct wk;
+struct dbconn;
 
 /* One push item: the validated request fields, then what the store answered. */
 struct push_item {
@@ -20,8 +22,9 @@ struct push_item {
 	char *payload;			/* compact JSON text, malloc'd: the owner frees it */
 	char id[UUID_STR_LEN];
 	/* verdict */
-	const char *status;
+	const char *status;		/* queued, duplicate, buffered or failed */
 	char message_id[UUID_STR_LEN];
+	const char *error;		/* static text, with status failed */
 };
 
 /* Validates item i of the JSON array named list ("items") by the rules of SPEC 4 (queue
@@ -31,6 +34,15 @@ struct push_item {
  * thread. The transaction route parses its push items with it too. */
 enum qe h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it,
 			  struct push_item *out);
+
+/* Stores n items (ids set) in one call of queen_push, one transaction, and sets each item's
+ * status and message_id; learns the partitions in the index and wakes the pops parked on
+ * their queues. keyed (spool replays): an item without a transactionId is deduplicated on its
+ * message id, and an item already stored under its own message id answers "duplicate"
+ * (queen_spool_push), so a replay repeated after a crash stores nothing twice. Returns the
+ * error of db_exec untouched; db_ok(db) then tells an unreachable database from a refused
+ * statement. Any thread with a connection of its own that is online in the index. */
+enum qe h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int keyed);
 
 enum qe h_push_prepare(struct req *r);
 enum qe h_push_run(struct req *r, struct wk *w);

@@ -3,6 +3,13 @@
  * h_timers_validate_ops), so what reaches the database is well formed; the worker then makes
  * one call of queen_txn (schema/006_transaction.sql): one statement, one transaction.
  *
+ * Group commit, as for pushes: a worker takes the bundles of every transaction request
+ * waiting and sends them in ONE call, whose acks and pushes queen_txn merges into one
+ * queen_ack and one queen_push. That call commits only if every bundle may; if it does not
+ * (one bundle is refused, or two ack on the same cursor), each bundle is run again alone and
+ * gets its own verdict. A refusal is rare in a healthy pipeline, so most bundles cost a share
+ * of one round trip and one commit.
+ *
  * A verdict that undoes the bundle (duplicate push, rejected ack, lost kv precondition) is
  * raised by SQL as SQLSTATE QT001 with a JSON detail. That is an answer, not a database
  * failure, so this module runs its one statement itself rather than through db_exec (which
@@ -33,8 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TXN_VERDICT_STATE "QT001"	/* schema/006: the bundle must not commit */
-#define TXN_ARRAYS 14			/* array parameters of queen_txn; then kv, timers */
+#define TXN_VERDICT_STATE "QT001"	/* schema/006: the call must not commit */
+#define TXN_REGROUP_STATE "QT002"	/* schema/006: bundles of one call share a cursor */
+#define TXN_PARAMS 19			/* parameters of queen_txn */
 #define TXN_TRIES 2			/* a deadlock or serialization failure: once more */
 
 /* One result of the operations part, in body order: a push item or an ack. */
@@ -63,6 +71,7 @@ struct txn_job {
 	char *kv_results, *timer_results;	/* JSON arrays from queen_txn */
 	struct txn_verdict v;
 	char id[UUID_STR_LEN];	/* the bundle's transactionId */
+	size_t poff, aoff;	/* where its push items and acks start in a call's arrays */
 };
 
 static void
@@ -315,55 +324,86 @@ h_txn_prepare(struct req *r)
 		}
 	if (req && (e = parse_required(r, req, j)) != QE_OK)
 		return e;
+	/* group commit sizing: what the call has to write */
+	r->weight = j->nslots + (kv ? json_array_size(kv) : 0) +
+		    (timers ? json_array_size(timers) : 0);
+	if (r->weight == 0)
+		r->weight = 1;
 	return QE_OK;
 }
 
-/* The array parameters of queen_txn: push items (7), acks (6), required leases. */
+/* Appends s to the PostgreSQL array literal being built in sb (comma unless first). */
 static void
-build_params(struct txn_job *j, struct strbuf sb[TXN_ARRAYS])
+add_elem(struct strbuf *sb, const char *s)
 {
-	for (int m = 0; m < TXN_ARRAYS; m++) {
-		sb_init(&sb[m]);
-		sb_addc(&sb[m], '{');
-	}
-	for (size_t i = 0; i < j->np; i++) {
-		struct push_item *it = &j->push[i];
-		char pid[UUID_STR_LEN];
-		int known = pidx_lookup(it->queue, it->partition, pid);
-
-		for (int m = 0; i && m < 7; m++)
-			sb_addc(&sb[m], ',');
-		uuid_v7(it->id);
-		sb_add_pgelem(&sb[0], known ? pid : NULL);
-		sb_add_pgelem(&sb[1], it->queue);
-		sb_add_pgelem(&sb[2], it->partition);
-		sb_add_pgelem(&sb[3], it->id);
-		sb_add_pgelem(&sb[4], it->txn);
-		sb_add_pgelem(&sb[5], it->trace);
-		sb_add_pgelem(&sb[6], it->payload);
-	}
-	for (size_t i = 0; i < j->na; i++) {
-		struct ack_item *it = &j->ack[i];
-
-		for (int m = 7; i && m < 13; m++)
-			sb_addc(&sb[m], ',');
-		sb_add_pgelem(&sb[7], it->group);
-		sb_add_pgelem(&sb[8], it->pid);
-		sb_add_pgelem(&sb[9], it->txn);
-		sb_add_pgelem(&sb[10], it->status);
-		sb_add_pgelem(&sb[11], it->lease);
-		sb_add_pgelem(&sb[12], it->error);
-	}
-	for (size_t i = 0; i < j->nreq; i++) {
-		if (i)
-			sb_addc(&sb[13], ',');
-		sb_add_pgelem(&sb[13], j->required[i]);
-	}
-	for (int m = 0; m < TXN_ARRAYS; m++)
-		sb_addc(&sb[m], '}');
+	if (sb->len > 1)
+		sb_addc(sb, ',');
+	sb_add_pgelem(sb, s);
 }
 
-/* Turns the QT001 error of queen_txn into the verdict (see schema/006 for the detail). */
+/* The parameters of queen_txn for bundles jobs[0..n-1]: push items (7 arrays), acks (7), the
+ * required leases (2), kv and timers (one element per bundle), the bases of the kv results.
+ * Sets each job's offsets in the merged push and ack arrays. */
+static void
+build_params(struct txn_job **jobs, size_t n, struct strbuf sb[TXN_PARAMS], int *has_kv,
+	     int *has_timers)
+{
+	size_t np = 0, na = 0;
+
+	for (int m = 0; m < TXN_PARAMS; m++) {
+		sb_init(&sb[m]);
+		sb_addc(&sb[m], m == 16 || m == 17 ? '[' : '{');
+	}
+	*has_kv = *has_timers = 0;
+	for (size_t b = 0; b < n; b++) {
+		struct txn_job *j = jobs[b];
+		char bundle[24];
+
+		snprintf(bundle, sizeof(bundle), "%zu", b + 1);
+		j->poff = np;
+		j->aoff = na;
+		for (size_t i = 0; i < j->np; i++, np++) {
+			struct push_item *it = &j->push[i];
+			char pid[UUID_STR_LEN];
+			int known = pidx_lookup(it->queue, it->partition, pid);
+
+			uuid_v7(it->id);
+			add_elem(&sb[0], known ? pid : NULL);
+			add_elem(&sb[1], it->queue);
+			add_elem(&sb[2], it->partition);
+			add_elem(&sb[3], it->id);
+			add_elem(&sb[4], it->txn);
+			add_elem(&sb[5], it->trace);
+			add_elem(&sb[6], it->payload);
+		}
+		for (size_t i = 0; i < j->na; i++, na++) {
+			struct ack_item *it = &j->ack[i];
+
+			add_elem(&sb[7], it->group);
+			add_elem(&sb[8], it->pid);
+			add_elem(&sb[9], it->txn);
+			add_elem(&sb[10], it->status);
+			add_elem(&sb[11], it->lease);
+			add_elem(&sb[12], it->error);
+			add_elem(&sb[13], bundle);
+		}
+		for (size_t i = 0; i < j->nreq; i++) {
+			add_elem(&sb[14], j->required[i]);
+			add_elem(&sb[15], bundle);
+		}
+		sb_adds(&sb[16], b ? "," : "");
+		sb_adds(&sb[16], j->kv ? j->kv : "null");
+		sb_adds(&sb[17], b ? "," : "");
+		sb_adds(&sb[17], j->timers ? j->timers : "null");
+		*has_kv |= j->kv != NULL;
+		*has_timers |= j->timers != NULL;
+		sb_addf(&sb[18], "%s%zu", b ? "," : "", j->nslots);
+	}
+	for (int m = 0; m < TXN_PARAMS; m++)
+		sb_addc(&sb[m], m == 16 || m == 17 ? ']' : '}');
+}
+
+/* Turns the QT001 error of a one-bundle call into the verdict (schema/006 has the detail). */
 static void
 verdict_from_sql(struct txn_job *j, const PGresult *res)
 {
@@ -386,89 +426,135 @@ verdict_from_sql(struct txn_job *j, const PGresult *res)
 		const char *mid = json_string_value(json_object_get(d, "messageId"));
 
 		verdict_duplicate(j, (size_t)json_integer_value(k), mid ? mid : "");
-	} else if (reason && strcmp(reason, "kv_precondition") == 0) {
-		json_object_del(d, "reason");
-		verdict(j, "kv_precondition", xasprintf("%s", msg), json_incref(d));
 	} else {
-		/* ack_rejected for a required lease, and anything newer than this file */
-		const char *why = reason && strcmp(reason, "ack_rejected") == 0 ? "ack_rejected" :
-				  "db_error";
+		/* kv_precondition, ack_rejected for a required lease, anything newer than this */
+		const char *why = !reason ? "db_error" :
+				  strcmp(reason, "kv_precondition") == 0 ? "kv_precondition" :
+				  strcmp(reason, "ack_rejected") == 0 ? "ack_rejected" : "db_error";
 
 		json_object_del(d, "reason");
+		json_object_del(d, "bundle");
 		verdict(j, why, xasprintf("%s", msg), json_incref(d));
 	}
 	json_decref(d);
 }
 
-/* Runs queen_txn. QE_OK with *out holding its rows, or with a verdict recorded on j (QT001,
- * or db_error for a statement that failed on a live connection). QE_DB when the database is
- * unreachable: nothing is known about the bundle. */
-static enum qe
-txn_exec(struct txn_job *j, struct wk *w, const char *const *params, PGresult **out)
+enum txn_outcome {
+	TXN_COMMITTED,	/* *res: the rows */
+	TXN_REFUSED,	/* *res: the QT001/QT002 error; nothing was written */
+	TXN_FAILED,	/* *res: the error of a statement that failed on a live connection */
+	TXN_DOWN,	/* the database is unreachable: nothing is known */
+};
+
+static int
+transient(const char *state)
+{
+	return state && (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0);
+}
+
+/* Runs queen_txn once over bundles jobs[0..n-1] (a deadlock or serialization failure is tried
+ * once more). Failures are logged when n is 1; a group that fails is run again bundle by
+ * bundle, which logs what is worth it. */
+static enum txn_outcome
+txn_exec(struct txn_job **jobs, size_t n, struct wk *w, PGresult **out)
 {
 	const struct sql_stmt *s = sql_get(SQL_TXN);
+	struct strbuf sb[TXN_PARAMS];
+	const char *params[TXN_PARAMS];
+	enum txn_outcome o = TXN_DOWN;
+	int has_kv, has_timers;
 
 	*out = NULL;
-	for (int t = 1;; t++) {
+	build_params(jobs, n, sb, &has_kv, &has_timers);
+	for (int m = 0; m < TXN_PARAMS; m++)
+		params[m] = sb[m].buf;
+	params[16] = has_kv ? params[16] : NULL;
+	params[17] = has_timers ? params[17] : NULL;
+	for (int t = 1; t <= TXN_TRIES; t++) {
 		PGconn *pg;
 		PGresult *res;
 		const char *state, *msg;
 
 		if (db_ensure(w->db) != QE_OK || !(pg = db_pg(w->db)))
-			return QE_DB;
+			break;
 		res = PQexecPrepared(pg, s->name, s->nparams, params, NULL, NULL, 0);
 		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 			*out = res;
-			return QE_OK;
+			o = TXN_COMMITTED;
+			break;
 		}
 		state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 		msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-		if (state && strcmp(state, TXN_VERDICT_STATE) == 0) {
-			verdict_from_sql(j, res);
-			PQclear(res);
-			return QE_OK;
+		if (state && (strcmp(state, TXN_VERDICT_STATE) == 0 ||
+			      strcmp(state, TXN_REGROUP_STATE) == 0)) {
+			*out = res;
+			o = TXN_REFUSED;
+			break;
 		}
-		metrics_db_error();
 		if (PQstatus(pg) != CONNECTION_OK) {
-			log_warn("transaction %s: connection lost: %.*s", j->id,
+			metrics_db_error();
+			log_warn("transaction %s: connection lost: %.*s", jobs[0]->id,
 				 (int)strcspn(PQerrorMessage(pg), "\n"), PQerrorMessage(pg));
 			PQclear(res);
 			db_invalidate_all();
-			return QE_DB;
+			break;
 		}
-		log_warn("transaction %s failed: %s (SQLSTATE %s)%s", j->id,
-			 msg ? msg : "no message", state ? state : "none",
-			 t < TXN_TRIES && state && (strcmp(state, "40P01") == 0 ||
-						    strcmp(state, "40001") == 0) ? ", retrying" : "");
-		if (t < TXN_TRIES && state &&
-		    (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0)) {
+		if (t < TXN_TRIES && transient(state)) {
+			log_info("transaction %s: %s, trying again", jobs[0]->id, msg);
 			PQclear(res);
 			continue;
 		}
-		verdict(j, "db_error", xasprintf("database error: %s", msg ? msg : "unknown"),
-			NULL);
-		PQclear(res);
+		if (n == 1) {
+			metrics_db_error();
+			log_warn("transaction %s failed: %s (SQLSTATE %s)", jobs[0]->id,
+				 msg ? msg : "no message", state ? state : "none");
+		}
 		if (PQtransactionStatus(pg) != PQTRANS_IDLE)
-			db_invalidate_all();	/* cannot happen for one statement; be safe */
-		return QE_OK;
+			db_invalidate_all();	/* not after one statement; be safe */
+		*out = res;
+		o = TXN_FAILED;
+		break;
 	}
+	for (int m = 0; m < TXN_PARAMS; m++)
+		sb_free(&sb[m]);
+	return o;
 }
 
-/* A queue the bundle pushed to: woken once, after the commit. */
+/* The bundle of merged push item (or ack) idx. */
+static struct txn_job *
+job_of(struct txn_job **jobs, size_t n, size_t idx, int is_ack)
+{
+	size_t lo = 0, hi = n;
+
+	while (hi - lo > 1) {
+		size_t mid = (lo + hi) / 2;
+
+		if ((is_ack ? jobs[mid]->aoff : jobs[mid]->poff) <= idx)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return jobs[lo];
+}
+
+/* A queue some bundle pushed to: woken once, after the commit. */
 struct woken {
 	const char *queue;
 	int n;
 };
 
-/* The bundle committed: record the verdicts, teach the index, wake parked pops. */
+/* The call committed: record every bundle's results, teach the index, wake parked pops. */
 static void
-note_rows(struct txn_job *j, PGresult *res)
+note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 {
-	struct woken *wq = calloc(j->np + 1, sizeof(*wq));
-	size_t nq = 0;
+	struct woken *wq;
+	size_t nq = 0, np = 0;
 	uint64_t queued = 0, ok = 0, nack = 0, dlq = 0;
 	char queue[512];
 
+	for (size_t b = 0; b < n; b++)
+		np += jobs[b]->np;
+	wq = calloc(np + 1, sizeof(*wq));
 	QASSERT(wq != NULL);
 	for (int row = 0; row < PQntuples(res); row++) {
 		char kind = PQgetvalue(res, row, 0)[0];
@@ -476,17 +562,23 @@ note_rows(struct txn_job *j, PGresult *res)
 		const char *pid = PQgetvalue(res, row, 5);
 
 		if (kind == 'k' || kind == 't') {
-			char **dst = kind == 'k' ? &j->kv_results : &j->timer_results;
+			struct txn_job *j;
+			char **dst;
 
+			QASSERT(idx < n);
+			j = jobs[idx];
+			dst = kind == 'k' ? &j->kv_results : &j->timer_results;
 			if (!PQgetisnull(res, row, 12)) {
 				*dst = strdup(PQgetvalue(res, row, 12));
 				QASSERT(*dst != NULL);
 			}
 		} else if (kind == 'p') {
-			struct push_item *it = &j->push[idx];
+			struct txn_job *j = job_of(jobs, n, idx, 0);
+			struct push_item *it;
 			size_t q;
 
-			QASSERT(idx < j->np);
+			QASSERT(idx >= j->poff && idx - j->poff < j->np);
+			it = &j->push[idx - j->poff];
 			it->status = "queued";
 			snprintf(it->message_id, sizeof(it->message_id), "%s",
 				 PQgetvalue(res, row, 3));
@@ -499,17 +591,21 @@ note_rows(struct txn_job *j, PGresult *res)
 				wq[nq++].queue = it->queue;
 			wq[q].n++;
 		} else if (kind == 'a') {
-			struct ack_item *it = &j->ack[idx];
+			struct txn_job *j = job_of(jobs, n, idx, 1);
+			struct ack_item *it;
+			size_t k;
 
-			QASSERT(idx < j->na);
+			QASSERT(idx >= j->aoff && idx - j->aoff < j->na);
+			k = idx - j->aoff;
+			it = &j->ack[k];
 			it->success = PQgetvalue(res, row, 2)[0] == 't';
-			j->group[idx] = strdup(PQgetvalue(res, row, 7));
-			QASSERT(j->group[idx] != NULL);
+			j->group[k] = strdup(PQgetvalue(res, row, 7));
+			QASSERT(j->group[k] != NULL);
 			it->released = PQgetvalue(res, row, 9)[0] == 't';
 			it->dlq = PQgetvalue(res, row, 10)[0] == 't';
 			it->noop = PQgetvalue(res, row, 11)[0] == 't';
 			if (!PQgetisnull(res, row, 5) && !PQgetisnull(res, row, 6))
-				pidx_cursor(pid, pidx_group_hash(j->group[idx]),
+				pidx_cursor(pid, pidx_group_hash(j->group[k]),
 					    atoll(PQgetvalue(res, row, 6)), it->released ? 0 : -1);
 			if (it->status[0] == 'c')
 				ok++;
@@ -524,11 +620,37 @@ note_rows(struct txn_job *j, PGresult *res)
 	}
 	if (queued)
 		metrics_pushed(queued, 0);
-	if (j->na)
+	if (ok + nack)
 		metrics_acked(ok, nack, dlq);
 	for (size_t q = 0; q < nq; q++)
 		lp_wake_queue(wq[q].queue, wq[q].n);
 	free(wq);
+}
+
+/* One bundle alone: every outcome becomes its verdict, except an unreachable database. */
+static enum qe
+run_one(struct txn_job *j, struct wk *w)
+{
+	PGresult *res;
+	const char *msg;
+
+	switch (txn_exec(&j, 1, w, &res)) {
+	case TXN_COMMITTED:
+		note_rows(&j, 1, res);
+		break;
+	case TXN_REFUSED:
+		verdict_from_sql(j, res);
+		break;
+	case TXN_FAILED:
+		msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+		verdict(j, "db_error", xasprintf("database error: %s", msg ? msg : "unknown"),
+			NULL);
+		break;
+	case TXN_DOWN:
+		return QE_DB;
+	}
+	PQclear(res);
+	return QE_OK;
 }
 
 /* Appends the elements of the JSON array text arr (from SQL) to an array being built. */
@@ -605,35 +727,58 @@ render_failure(struct req *r, struct txn_job *j)
 	req_reply_json(r, 200, o);
 }
 
+void
+h_txn_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
+{
+	struct txn_job **jobs = calloc(n + 1, sizeof(*jobs));
+	size_t *who = calloc(n + 1, sizeof(*who));
+	size_t m = 0;
+	PGresult *res;
+	enum txn_outcome o;
+
+	QASSERT(jobs && who);
+	for (size_t i = 0; i < n; i++) {
+		struct txn_job *j = rs[i]->job;
+
+		uuid_v7(j->id);
+		rcs[i] = QE_OK;
+		if (!j->v.reason && (j->nslots || j->kv || j->timers || j->nreq)) {
+			who[m] = i;
+			jobs[m++] = j;
+		}
+	}
+	if (m > 1) {
+		o = txn_exec(jobs, m, w, &res);
+		if (o == TXN_COMMITTED)
+			note_rows(jobs, m, res);
+		else
+			log_debug("transaction group of %zu not committed (%s): each alone", m,
+				  res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : "down");
+		PQclear(res);
+		if (o == TXN_COMMITTED)
+			m = 0;
+	}
+	for (size_t k = 0; k < m; k++)
+		rcs[who[k]] = run_one(jobs[k], w);
+	for (size_t i = 0; i < n; i++) {
+		struct txn_job *j = rs[i]->job;
+
+		if (rcs[i] != QE_OK)
+			rcs[i] = req_fail(rs[i], rcs[i], "transaction not applied: database unavailable");
+		else if (j->v.reason)
+			render_failure(rs[i], j);
+		else
+			render_success(rs[i], j);
+	}
+	free(jobs);
+	free(who);
+}
+
 enum qe
 h_txn_run(struct req *r, struct wk *w)
 {
-	struct txn_job *j = r->job;
-	struct strbuf sb[TXN_ARRAYS];
-	const char *params[TXN_ARRAYS + 2];
-	PGresult *res = NULL;
-	enum qe e = QE_OK;
+	enum qe rc;
 
-	uuid_v7(j->id);
-	if (!j->v.reason && (j->nslots || j->kv || j->timers || j->nreq)) {
-		build_params(j, sb);
-		for (int m = 0; m < TXN_ARRAYS; m++)
-			params[m] = sb[m].buf;
-		params[TXN_ARRAYS] = j->kv;
-		params[TXN_ARRAYS + 1] = j->timers;
-		e = txn_exec(j, w, params, &res);
-		for (int m = 0; m < TXN_ARRAYS; m++)
-			sb_free(&sb[m]);
-		if (e != QE_OK)
-			return req_fail(r, e, "transaction not applied: database unavailable");
-		if (res) {
-			note_rows(j, res);
-			PQclear(res);
-		}
-	}
-	if (j->v.reason)
-		render_failure(r, j);
-	else
-		render_success(r, j);
-	return QE_OK;
+	h_txn_run_many(&r, 1, w, &rc);
+	return rc;
 }

@@ -19,6 +19,8 @@
 
 #include "errors.h"
 
+#include <stddef.h>
+
 struct req;
 struct wk;
 
@@ -27,5 +29,9 @@ enum qe h_txn_prepare(struct req *r);
 /* Worker thread: one call of queen_txn (one round trip, one PostgreSQL transaction), then,
  * only when it committed, updates the partition index and wakes parked pops. */
 enum qe h_txn_run(struct req *r, struct wk *w);
+/* Worker thread: the same for n waiting requests in one call (group commit); when that call
+ * does not commit, each bundle is run alone. One code per request in rcs (QE_OK once the
+ * answer is set, QE_DB when PostgreSQL is unreachable). */
+void h_txn_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs);
 
 #endif

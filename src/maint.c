@@ -11,6 +11,7 @@
 #include "pindex.h"
 #include "qassert.h"
 #include "retention.h"
+#include "spool.h"
 #include "timers.h"
 
 #include <poll.h>
@@ -32,6 +33,7 @@ static struct maint_task maint_tasks[] = {
 	{ "kv_prune", kv_prune_interval_ms, kv_prune, 0 },
 	{ "timers", timers_interval_ms, timers_sweep, 0 },
 	{ "retention", retention_interval_ms, retention_run, 0 },
+	{ "spool", spool_drain_interval_ms, spool_drain, 0 },
 	{ NULL, NULL, NULL, 0 },
 };
 
@@ -188,6 +190,10 @@ maint_initial_sync(void)
 int
 maint_start(void)
 {
+	/* The spool's drainer is a task of this thread: open it (and recover what a previous
+	 * run left) before any push can arrive. */
+	if (spool_open(qconf.file_buffer_dir) < 0)
+		return -1;
 	if (pthread_create(&maint_thread, NULL, maint_main, NULL) != 0) {
 		log_error("cannot start the maintenance thread");
 		return -1;
@@ -200,6 +206,7 @@ maint_stop(void)
 {
 	atomic_store(&maint_exit, 1);
 	pthread_join(maint_thread, NULL);
+	spool_close();
 	db_free(maint_db);
 	maint_db = NULL;
 }

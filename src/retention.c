@@ -1,16 +1,17 @@
-/* retention: schedules retention rounds and turns their answer into index updates and
- * counters. What is deleted, and in which order locks are taken so that pushes never wait
- * long, is queen_retention_round's business (schema/007_retention_status.sql).
+/* retention: schedules retention rounds, runs the advance step of each round in small
+ * transactions, and turns the answers into index updates and counters. What is due and in
+ * which order locks are taken is decided in SQL (schema/007_retention_status.sql).
  *
  * Invariant kept by the SQL side: the segments of a partition always cover
- * [log_start, log end]; a round first moves log_start, a later round deletes the segments left
- * below it, so no reader ever finds a hole. */
+ * [log_start, log end]; an advance moves log_start first, a later round deletes the segments
+ * left below it, so no reader ever finds a hole. */
 #include "retention.h"
 #include "conf.h"
 #include "dbpool.h"
 #include "http.h"
 #include "log.h"
 #include "pindex.h"
+#include "strbuf.h"
 
 #include <jansson.h>
 #include <stdatomic.h>
@@ -47,9 +48,72 @@ apply_cursor_fixups(json_t *fix)
 		json_t *cm = json_array_get(row, 2);
 
 		if (json_is_string(pid) && json_is_string(group) && json_is_integer(cm))
-			pidx_cursor(json_string_value(pid), pidx_group_hash(json_string_value(group)),
+			pidx_cursor(json_string_value(pid),
+				    pidx_group_hash(json_string_value(group)),
 				    (int64_t)json_integer_value(cm), -1);
 	}
+}
+
+/* Writes rows [from, to) of the plan ([pid, start, count] each) as three array literals,
+ * one per column, into sb[0..2]. */
+static void
+plan_arrays(json_t *plan, size_t from, size_t to, struct strbuf *sb)
+{
+	for (int col = 0; col < 3; col++) {
+		sb_addc(&sb[col], '{');
+		for (size_t i = from; i < to; i++) {
+			json_t *v = json_array_get(json_array_get(plan, i), (size_t)col);
+
+			if (i > from)
+				sb_addc(&sb[col], ',');
+			if (json_is_string(v))
+				sb_adds(&sb[col], json_string_value(v));
+			else if (json_is_integer(v))
+				sb_add_i64(&sb[col], (int64_t)json_integer_value(v));
+			else
+				sb_addc(&sb[col], '0');
+		}
+		sb_addc(&sb[col], '}');
+	}
+}
+
+/* Step 4: moves the log starts the round planned, RETENTION_ADVANCE_CHUNK partitions per
+ * transaction. Returns the partitions advanced; adds the segments released to *released. */
+static int64_t
+advance(struct dbconn *db, json_t *plan, int64_t *released)
+{
+	size_t n = json_array_size(plan);
+	int64_t advanced = 0;
+
+	for (size_t from = 0; from < n; from += RETENTION_ADVANCE_CHUNK) {
+		size_t to = from + RETENTION_ADVANCE_CHUNK < n ? from + RETENTION_ADVANCE_CHUNK : n;
+		struct strbuf sb[3];
+		const char *params[3];
+		char *text = NULL;
+		json_t *ans;
+		enum qe e;
+
+		for (int i = 0; i < 3; i++)
+			sb_init(&sb[i]);
+		plan_arrays(plan, from, to, sb);
+		for (int i = 0; i < 3; i++)
+			params[i] = sb[i].buf;
+		e = db_exec_json(db, SQL_RETENTION_ADVANCE, params, &text);
+		for (int i = 0; i < 3; i++)
+			sb_free(&sb[i]);
+		if (e != QE_OK || !text) {
+			free(text);
+			atomic_fetch_add(&st_failed, 1);
+			break;
+		}
+		ans = json_loads(text, 0, NULL);
+		free(text);
+		advanced += int_field(ans, "partitionsAdvanced");
+		*released += int_field(ans, "segmentsReleased");
+		apply_cursor_fixups(json_object_get(ans, "cursors"));
+		json_decref(ans);
+	}
+	return advanced;
 }
 
 void
@@ -58,7 +122,7 @@ retention_run(struct dbconn *db)
 	char batch[24], *text = NULL;
 	const char *params[1] = { batch };
 	json_t *ans;
-	int64_t deleted, advanced, expired;
+	int64_t deleted, advanced, expired, released = 0;
 
 	snprintf(batch, sizeof(batch), "%lld", (long long)qconf.retention_batch_size);
 	atomic_fetch_add(&st_rounds, 1);
@@ -83,18 +147,16 @@ retention_run(struct dbconn *db)
 		return;
 	}
 	deleted = int_field(ans, "segmentsDeleted");
-	advanced = int_field(ans, "partitionsAdvanced");
 	expired = int_field(ans, "dedupExpired");
+	advanced = advance(db, json_object_get(ans, "advance"), &released);
 	atomic_fetch_add(&st_segments, (uint64_t)deleted);
 	atomic_fetch_add(&st_advanced, (uint64_t)advanced);
 	atomic_fetch_add(&st_dedup, (uint64_t)expired);
 	atomic_store(&st_last_segments, deleted);
-	apply_cursor_fixups(json_object_get(ans, "cursors"));
 	if (deleted || advanced || expired)
 		log_debug("retention: %lld segments deleted, %lld partitions advanced "
 			  "(%lld segments released), %lld dedup keys expired", (long long)deleted,
-			  (long long)advanced, (long long)int_field(ans, "segmentsReleased"),
-			  (long long)expired);
+			  (long long)advanced, (long long)released, (long long)expired);
 	json_decref(ans);
 }
 

@@ -1,19 +1,25 @@
 /* retention: the maintenance task that deletes what queues no longer keep (SPEC 9, 21).
  *
- * Every RETENTION_INTERVAL ms the maintenance thread runs one round, one call of
- * queen_retention_round (schema/007_retention_status.sql): it deletes at most
+ * Every RETENTION_INTERVAL ms the maintenance thread runs one round: one call of
+ * queen_retention_round (schema/007_retention_status.sql), which deletes at most
  * RETENTION_BATCH_SIZE whole segments released by earlier rounds, expires dedup keys past
- * their queue's window, and moves the log start of partitions whose front segments are due
- * (retentionSeconds, completedRetentionSeconds, maxWaitTimeSeconds). Every decision is taken
- * in SQL; one broker at a time runs a round (advisory lock), the others skip theirs. This
- * module only schedules rounds, tells the partition index which cursors now count from the
- * new log start, and keeps counters for GET /api/v1/status. */
+ * their queue's window and plans which partitions' log starts move (their front segments are
+ * due under retentionSeconds, completedRetentionSeconds or maxWaitTimeSeconds); then the plan
+ * is applied by queen_retention_advance, RETENTION_ADVANCE_CHUNK partitions per transaction.
+ * Every decision is taken in SQL; one broker at a time runs a round (advisory lock), the
+ * others skip theirs. This module schedules rounds, chunks the advance, tells the partition
+ * index which cursors now count from the new log start, and keeps counters for
+ * GET /api/v1/status. */
 #ifndef QUEEN_RETENTION_H
 #define QUEEN_RETENTION_H
 
 #include <stdint.h>
 
 struct dbconn;
+
+/* Partitions whose log start one advance transaction moves: their row locks are held for one
+ * small UPDATE, so a push to one of them waits a millisecond or two at most. */
+#define RETENTION_ADVANCE_CHUNK 32
 
 struct retention_stats {
 	uint64_t rounds;		/* rounds run by this broker (skipped ones included) */

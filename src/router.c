@@ -13,6 +13,7 @@
 #include "h_push.h"
 #include "h_queue.h"
 #include "h_status.h"
+#include "h_system.h"
 #include "h_timers.h"
 #include "h_txn.h"
 #include "http.h"
@@ -29,7 +30,8 @@ static const struct route routes[] = {
 	{ "GET", "/api/v1/pop", BODY_NONE, h_pop_prepare, h_pop_run, NULL },
 	{ "POST", "/api/v1/ack", BODY_JSON, h_ack_prepare, h_ack_run, NULL },
 	{ "POST", "/api/v1/ack/batch", BODY_JSON, h_ack_prepare, h_ack_run, NULL },
-	{ "POST", "/api/v1/transaction", BODY_JSON, h_txn_prepare, h_txn_run, NULL },
+	{ "POST", "/api/v1/transaction", BODY_JSON, h_txn_prepare, h_txn_run,
+	  h_txn_run_many },
 	{ "POST", "/api/v1/lease/:leaseId/extend", BODY_JSON_OPTIONAL, h_extend_prepare,
 	  h_extend_run, NULL },
 	{ "POST", "/api/v1/configure", BODY_JSON, h_configure_prepare, h_configure_run, NULL },
@@ -67,6 +69,14 @@ static const struct route routes[] = {
 	{ "GET", "/api/v1/resources/tasks", BODY_NONE, NULL, h_resources_tasks, NULL },
 	{ "GET", "/api/v1/status", BODY_NONE, NULL, h_status, NULL },
 	{ "GET", "/api/v1/status/queues", BODY_NONE, NULL, h_status_queues, NULL },
+	/* spool and maintenance (h_system.c) */
+	{ "GET", "/api/v1/status/buffers", BODY_NONE, NULL, h_buffers, NULL },
+	{ "GET", "/api/v1/system/maintenance", BODY_NONE, NULL, h_maintenance_get, NULL },
+	{ "POST", "/api/v1/system/maintenance", BODY_JSON, h_maintenance_prepare,
+	  h_maintenance_set, NULL },
+	{ "GET", "/api/v1/system/maintenance/pop", BODY_NONE, NULL, h_maintenance_pop_get, NULL },
+	{ "POST", "/api/v1/system/maintenance/pop", BODY_JSON, h_maintenance_prepare,
+	  h_maintenance_pop_set, NULL },
 	{ "GET", "/health", BODY_NONE, NULL, h_health, NULL },
 	{ "GET", "/metrics", BODY_NONE, NULL, h_metrics, NULL },
 	{ "GET", "/metrics/prometheus", BODY_NONE, NULL, h_prometheus, NULL },

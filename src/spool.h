@@ -8,9 +8,9 @@
  * the spool too, so per-partition order is kept.
  *
  * Record: u32 magic "QSP1", u32 body length, u32 CRC-32C of (length, body), then the body:
- * u8 version, u8 flags (transactionId, traceId, producer present), u16 zero, u64 wall ms of
- * spooling, the 36-character message id, then u32-length-prefixed strings: queue, partition,
- * [transactionId], [traceId], [producer], payload. Integers are little-endian.
+ * u8 version (1), u8 flags (transactionId present, traceId present), u16 zero, u64 wall ms
+ * of spooling, the 36-character message id, then u32-length-prefixed strings: queue,
+ * partition, [transactionId], [traceId], payload (JSON text). Integers are little-endian.
  *
  * Crash safety: a record is durable once its append returned (write + fdatasync); a crash
  * mid-append leaves a torn last record, which start-up detects (short header, length past the

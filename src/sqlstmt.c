@@ -8,6 +8,10 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"SELECT idx, status, message_id, queue_id, partition_id, off, log_end "
 		"FROM queen_push($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], "
 		"$6::text[], $7::text[], $8::text[])", 8 },
+	[SQL_SPOOL_PUSH] = { "spool_push",
+		"SELECT idx, status, message_id, queue_id, partition_id, off, log_end "
+		"FROM queen_spool_push($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], "
+		"$6::text[], $7::text[], $8::text[])", 8 },
 	[SQL_POP] = { "pop",
 		"SELECT partition_id, partition_name, queue_name, off, message_id, txn_id, trace_id, "
 		"payload, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
@@ -74,6 +78,8 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"SELECT queen_message_delete($1::uuid, $2)::text", 2 },
 	[SQL_RETENTION_ROUND] = { "retention_round",
 		"SELECT queen_retention_round($1::int)::text", 1 },
+	[SQL_RETENTION_ADVANCE] = { "retention_advance",
+		"SELECT queen_retention_advance($1::uuid[], $2::bigint[], $3::bigint[])::text", 3 },
 	[SQL_RES_QUEUES] = { "res_queues", "SELECT queen_resources_queues()::text", 0 },
 	[SQL_RES_OVERVIEW] = { "res_overview", "SELECT queen_resources_overview()::text", 0 },
 	[SQL_RES_NAMESPACES] = { "res_namespaces",
@@ -86,7 +92,8 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"SELECT kind, idx, ok, id, queue_id, partition_id, num, grp, error, released, dlq, "
 		"noop, body FROM queen_txn($1::uuid[], $2::text[], $3::text[], $4::uuid[], "
 		"$5::text[], $6::text[], $7::text[], $8::text[], $9::uuid[], $10::text[], "
-		"$11::text[], $12::uuid[], $13::text[], $14::uuid[], $15::jsonb, $16::jsonb)", 16 },
+		"$11::text[], $12::uuid[], $13::text[], $14::int[], $15::uuid[], $16::int[], "
+		"$17::jsonb, $18::jsonb, $19::int[])", 19 },
 };
 
 const struct sql_stmt *

@@ -38,6 +38,7 @@ enum sql_id {
 	SQL_MESSAGE_DELETE,
 	/* retention and the operator reads (schema/007) */
 	SQL_RETENTION_ROUND,
+	SQL_RETENTION_ADVANCE,
 	SQL_RES_QUEUES,
 	SQL_RES_OVERVIEW,
 	SQL_RES_NAMESPACES,
@@ -46,6 +47,8 @@ enum sql_id {
 	SQL_STATUS_QUEUES,
 	/* transaction (schema/006) */
 	SQL_TXN,
+	/* spool replay (schema/008) */
+	SQL_SPOOL_PUSH,
 	SQL__COUNT
 };
 

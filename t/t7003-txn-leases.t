@@ -103,7 +103,7 @@ subtest 'the lease held on the partition must be one of requiredLeases' => sub {
 	is_true($r->{success}, 'the ack\'s own lease comes first');
 	is_deeply(committed('two'), { p1 => -1, p2 => 0 }, 'p2 acked');
 
-	$r = txn({ operations => [ { %{ bare_ack($m2) }, leaseId => $p1->{leaseId} } ] },
+	$r = txn({ operations => [ { %{ bare_ack($p1->{messages}[0]) }, leaseId => $p2->{leaseId} } ] },
 		'an own leaseId that is another partition\'s');
 	is($r->{reason}, 'ack_rejected', 'refused: a lease is checked against its partition');
 };

@@ -95,9 +95,11 @@ subtest 'consumers read on from the log start' => sub {
 	is_deeply(offsets($b), [6, 7], 'starting at the log start');
 	($s, $b) = $q->pop('ret', batch => 100);
 	is_deeply(offsets($b), [6 .. 11], 'queue mode too');
-	($s, $b) = $q->pop('ret', consumerGroup => 'fresh', subscriptionMode => 'all', batch => 100);
+	($s, $b) = $q->pop('ret', consumerGroup => 'fresh', subscriptionMode => 'all',
+		batch => 100);
 	is_deeply(offsets($b), [6 .. 11], 'a new group with mode all starts at the log start');
-	my (undef, $r) = $q->push_items({ queue => 'ret', partition => 'p', transactionId => 'after' });
+	my (undef, $r) = $q->push_items({ queue => 'ret', partition => 'p',
+		transactionId => 'after' });
 	is($r->[0]{status}, 'queued', 'push after retention');
 	(undef, $b) = $q->pop('ret', consumerGroup => 'other', subscriptionMode => 'all',
 		batch => 100);
@@ -127,7 +129,8 @@ subtest 'the whole log can go; pushes go on from the end' => sub {
 	is($p->{messages}, 0, 'no message retained');
 	my ($s) = $q->pop('ret', consumerGroup => 'late', subscriptionMode => 'all', batch => 10);
 	is($s, 204, 'a new group finds nothing to pop');
-	(undef, my $r) = $q->push_items({ queue => 'ret', partition => 'p', transactionId => 'new' });
+	(undef, my $r) = $q->push_items({ queue => 'ret', partition => 'p',
+		transactionId => 'new' });
 	is($r->[0]{status}, 'queued', 'push to the emptied partition');
 	($s, my $b) = $q->pop('ret', consumerGroup => 'late', batch => 10);
 	is_deeply(offsets($b), [13], 'the next push is offset 13 and the group gets it');

@@ -97,8 +97,8 @@ subtest 'completedRetentionSeconds' => sub {
 };
 
 subtest 'completed retention waits for the window' => sub {
-	is(($q->configure('young', retentionEnabled => jtrue, completedRetentionSeconds => 3600))[0],
-		200, 'configure young, a one-hour window');
+	is(($q->configure('young', retentionEnabled => jtrue,
+		completedRetentionSeconds => 3600))[0], 200, 'configure young, a one-hour window');
 	$q->push_n('young', 2, partition => 'p', prefix => "y$_") for 0 .. 1;
 	my $pid = partition_of('young', 'p')->{id};
 	is_deeply(consume('young', undef, 100), [0 .. 3], 'everything consumed');

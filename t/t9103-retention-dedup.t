@@ -46,7 +46,8 @@ sub wait_rounds {
 
 sub push_txn {
 	my ($queue, $txn) = @_;
-	my (undef, $r) = $q->push_items({ queue => $queue, partition => 'p', transactionId => $txn });
+	my (undef, $r) = $q->push_items({ queue => $queue, partition => 'p',
+		transactionId => $txn });
 	return ($r // [])->[0]{status} // 'none';
 }
 
@@ -77,6 +78,13 @@ subtest 'turning the window off frees every key' => sub {
 	is(push_txn('w0', 'x'), 'queued', 'no dedup: x is queued again');
 };
 
+# True while the psql session below holds an advisory lock.
+sub lock_held {
+	return $pg->psql("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) " .
+		"WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'psql' " .
+		"AND a.query LIKE '%pg_sleep%'") eq '1';
+}
+
 subtest 'one broker at a time: a held retention lock skips the rounds' => sub {
 	is(($q->configure('lk', retentionEnabled => jtrue, retentionSeconds => 60))[0], 200,
 		'configure lk');
@@ -86,21 +94,16 @@ subtest 'one broker at a time: a held retention lock skips the rounds' => sub {
 	like($key, qr/^\d+$/, "retention lock key $key");
 	# Another session (standing in for another broker) holds the lock for a while.
 	my $holder = bg(sub { $pg->psql("SELECT pg_advisory_lock($key), pg_sleep(6)"); 1 });
-	ok(wait_until(sub {
-		$pg->psql("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) " .
-			"WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'psql' " .
-			"AND a.query LIKE '%pg_sleep%'") eq '1' }, 30, 0.05), 'the lock is held');
+	ok(wait_until(\&lock_held, 30, 0.05), 'the lock is held');
 	$pg->psql("UPDATE queen_segments SET created_at = created_at - interval '120 seconds' " .
 		"WHERE partition_id = '$pid' AND base_offset < 2");
 	my $skipped = retention()->{skipped} // 0;
 	ok(wait_until(sub { (retention()->{skipped} // 0) >= $skipped + 3 }, 30, 0.05),
 		'rounds are skipped while it is held');
 	my $ls = partition_of('lk', 'p')->{logStart};
-	my $held = $pg->psql("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) " .
-		"WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'psql' " .
-		"AND a.query LIKE '%pg_sleep%'");
+	my $held = lock_held();
 	SKIP: {
-		skip 'the holder let go before the check (machine too slow)', 1 unless $held eq '1';
+		skip 'the holder let go before the check (machine too slow)', 1 unless $held;
 		is($ls, 0, 'and nothing moved while it was held');
 	}
 	ok($holder->result(60), 'the holder let go');

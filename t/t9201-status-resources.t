@@ -27,7 +27,8 @@ $q->ack_all($b, 'dlq');
 $q->push_n('ops.audit.x', 1, prefix => 'a');
 is(($q->configure('plain'))[0], 200, 'plain: configured, empty, no namespace');
 
-sub by_name { return { map { ($_->{name} // $_->{namespace} . '/' . $_->{task}) => $_ } @{ $_[0] // [] } } }
+# A list of named objects as a hash by name.
+sub by_name { return { map { $_->{name} => $_ } @{ $_[0] // [] } } }
 
 subtest 'GET /api/v1/resources/queues' => sub {
 	my ($s, $d) = $q->get('/api/v1/resources/queues');
@@ -49,7 +50,8 @@ subtest 'GET /api/v1/resources/queues' => sub {
 	like($inv->{createdAt}, iso_re, 'createdAt');
 	like($inv->{lastMessageAt}, iso_re, 'lastMessageAt');
 	is_deeply([ @{ $e->{'billing.refund'} }{qw(messages completed processing pending)} ],
-		[ 2, 1, 0, 1 ], 'billing.refund: 2 messages, the dead-lettered one completed, 1 pending');
+		[ 2, 1, 0, 1 ],
+		'billing.refund: 2 messages, the dead-lettered one completed, 1 pending');
 	is_deeply([ @{ $e->{plain} }{qw(namespace task partitions messages pending)} ],
 		[ '', '', 0, 0, 0 ], 'plain: no labels, nothing in it');
 	is($e->{plain}{lastMessageAt}, undef, 'plain: lastMessageAt null');
@@ -93,8 +95,9 @@ subtest 'GET /api/v1/resources/overview' => sub {
 };
 
 subtest 'GET /api/v1/status' => sub {
-	ok(wait_until(sub { ((($q->get('/api/v1/status'))[1] // {})->{retention}{rounds} // 0) > 0 },
-		30, 0.1), 'a retention round has run');
+	ok(wait_until(sub {
+		((($q->get('/api/v1/status'))[1] // {})->{retention}{rounds} // 0) > 0 }, 30, 0.1),
+		'a retention round has run');
 	my ($s, $d) = $q->get('/api/v1/status');
 	is($s, 200, 'status 200');
 	is($d->{status}, 'healthy', 'healthy');
@@ -106,7 +109,8 @@ subtest 'GET /api/v1/status' => sub {
 	cmp_ok($br->{requests}{total}, '>', 10, 'broker: requests counted');
 	is($br->{port}, $q->port, 'broker: port');
 	ok($br->{dbPoolSize} > 0 && $br->{httpThreads} > 0, 'broker: pool and threads');
-	ok(exists $br->{parkedPops} && exists $br->{queuedJobs}, 'broker: parked pops, queued jobs');
+	ok(exists $br->{parkedPops} && exists $br->{queuedJobs},
+		'broker: parked pops, queued jobs');
 	my $rt = $d->{retention} // {};
 	is_deeply([ @$rt{qw(intervalMs batchSize)} ], [ 200, 1000 ], 'retention: interval, batch');
 	like($rt->{lastRunAt}, iso_re, 'retention: lastRunAt');
@@ -115,7 +119,8 @@ subtest 'GET /api/v1/status' => sub {
 	like($db->{serverVersion}, qr/^15/, 'database: serverVersion');
 	cmp_ok($db->{schemaVersion}, '>=', 7, 'database: schemaVersion');
 	is_deeply([ @$db{qw(queues partitions messages pending processing deadLetters activeLeases
-		consumerGroups)} ], [ 4, 4, 8, 5, 1, 1, 1, 1 ], 'database: counts') or diag(explain $db);
+		consumerGroups)} ], [ 4, 4, 8, 5, 1, 1, 1, 1 ], 'database: counts')
+		or diag(explain $db);
 	cmp_ok($db->{sizeBytes}, '>', 0, 'database: sizeBytes');
 };
 
@@ -144,7 +149,8 @@ subtest 'GET /api/v1/status/queues' => sub {
 	(undef, $d) = $q->get('/api/v1/status/queues', { task => 'audit' });
 	is_deeply([ map { $_->{name} } @{ $d->{queues} } ], ['ops.audit.x'], 'task=audit');
 	(undef, $d) = $q->get('/api/v1/status/queues', { limit => 1, offset => 1 });
-	is_deeply([ map { $_->{name} } @{ $d->{queues} } ], ['billing.refund'], 'limit 1, offset 1');
+	is_deeply([ map { $_->{name} } @{ $d->{queues} } ], ['billing.refund'],
+		'limit 1, offset 1');
 	is($d->{total}, 4, 'total is every queue');
 	is_deeply($d->{pagination}, { limit => 1, offset => 1 }, 'pagination echoed');
 	for my $bad ({ limit => 0 }, { limit => 'x' }, { offset => -1 }) {

@@ -1,0 +1,985 @@
+/* spool: the push spool of FILE_BUFFER_DIR and its drainer (format and guarantees: spool.h).
+ *
+ * Key invariant: segs[] lists the segment files oldest first; only the last one can be open
+ * for appends (wfd), and segs[i].size is the length of valid records that have been fsync'd:
+ * nothing beyond it is ever read. The drainer reads segs[0] only, and only the drainer removes
+ * it, after every record up to its size is committed. One mutex covers the list; an append
+ * holds it across write and fdatasync, so the drainer never sees a half-written record. */
+#include "spool.h"
+#include "dbpool.h"
+#include "h_push.h"
+#include "http.h"
+#include "log.h"
+#include "qassert.h"
+#include "strbuf.h"
+#include "uuid.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SPOOL_MAGIC 0x31505351u		/* the bytes "QSP1", read little-endian */
+#define REC_HDR 12			/* magic, body length, CRC-32C */
+#define REC_FIXED 48			/* version, flags, zero, time, message id */
+#define REC_VERSION 1
+#define REC_MAX (1u << 30)		/* a longer body is corruption, not a record */
+#define F_TXN 1
+#define F_TRACE 2
+
+#define SEG_MAX_BYTES ((off_t)16 << 20)	/* a segment is sealed once it holds this much */
+#define SEG_NAME_LEN 31			/* "seg-" 20 digits ".spool" and the NUL */
+#define FAILED_NAME "failed.spool"
+#define LOCK_NAME "queend.lock"
+
+#define DRAIN_BATCH_ITEMS 500		/* records replayed by one call of queen_push */
+#define DRAIN_BATCH_BYTES (4u << 20)
+#define DRAIN_BUDGET_MS 500		/* a drain round stops starting batches after this */
+#define DRAIN_INTERVAL_MS 200
+#define REPLAY_ATTEMPTS 5		/* refusals of one record before it is set aside */
+
+struct seg {
+	uint64_t seq;
+	off_t size;		/* valid, durable bytes */
+	long left;		/* records not yet committed by the drainer */
+};
+
+static struct {
+	pthread_mutex_t mu;
+	char *dir;
+	int dirfd, lockfd;
+	int wfd;		/* the last segment, open for appends, or -1 */
+	struct seg *segs;
+	size_t nsegs, cap;
+	uint64_t next_seq;
+	/* The drainer's position: maintenance thread only. */
+	int rfd;
+	uint64_t rseq;
+	off_t rpos;
+	int attempts;		/* refusals of the record at rpos */
+	int single;		/* replay one record at a time (a batch was refused) */
+	int64_t retry_at;	/* monotonic ms before which the refused record is not retried */
+} sp = {
+	.mu = PTHREAD_MUTEX_INITIALIZER, .dirfd = -1, .lockfd = -1, .wfd = -1, .rfd = -1,
+};
+
+static _Atomic long sp_pending, sp_failed;
+static _Atomic int sp_maint;
+
+/* ---- CRC-32C, little-endian fields -------------------------------------------------- */
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void
+crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+		crc_table[i] = c;
+	}
+}
+
+uint32_t
+spool_crc32c(uint32_t crc, const void *buf, size_t n)
+{
+	const unsigned char *p = buf;
+
+	pthread_once(&crc_once, crc_init);
+	crc = ~crc;
+	while (n--)
+		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+static void
+put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t
+get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void
+put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t
+rec_crc(const unsigned char *lenbytes, const unsigned char *body, uint32_t len)
+{
+	return spool_crc32c(spool_crc32c(0, lenbytes, 4), body, len);
+}
+
+/* ---- records -------------------------------------------------------------------------- */
+
+static void
+add_str(struct strbuf *sb, const char *s)
+{
+	unsigned char n[4];
+	size_t len = strlen(s);
+
+	put32(n, (uint32_t)len);
+	sb_add(sb, (const char *)n, 4);
+	sb_add(sb, s, len);
+}
+
+/* Appends the record of one item (header, body) to sb. -1 when it would be too long. */
+static int
+rec_encode(struct strbuf *sb, const struct push_item *it, int64_t spooled_ms)
+{
+	size_t h = sb->len, body;
+	unsigned char fixed[12];
+	unsigned char *p;
+	uint32_t len;
+
+	if (strlen(it->payload) + strlen(it->queue) + strlen(it->partition) +
+	    (it->txn ? strlen(it->txn) : 0) + (it->trace ? strlen(it->trace) : 0) >
+	    REC_MAX - REC_FIXED - 64)
+		return -1;
+	sb_add(sb, "\0\0\0\0\0\0\0\0\0\0\0\0", REC_HDR);
+	body = sb->len;
+	fixed[0] = REC_VERSION;
+	fixed[1] = (unsigned char)((it->txn ? F_TXN : 0) | (it->trace ? F_TRACE : 0));
+	fixed[2] = fixed[3] = 0;
+	put64(fixed + 4, (uint64_t)spooled_ms);
+	sb_add(sb, (const char *)fixed, sizeof(fixed));
+	QASSERT(strlen(it->id) == 36);
+	sb_add(sb, it->id, 36);
+	add_str(sb, it->queue);
+	add_str(sb, it->partition);
+	if (it->txn)
+		add_str(sb, it->txn);
+	if (it->trace)
+		add_str(sb, it->trace);
+	add_str(sb, it->payload);
+	QASSERT(sb->len - body < REC_MAX);
+	len = (uint32_t)(sb->len - body);
+	p = (unsigned char *)sb->buf + h;
+	put32(p, SPOOL_MAGIC);
+	put32(p + 4, len);
+	put32(p + 8, rec_crc(p + 4, p + REC_HDR, len));
+	return 0;
+}
+
+/* A record read back: the item (strings point into mem, payload included) and its body. */
+struct rec {
+	struct push_item it;
+	char *mem;
+	unsigned char *body;
+	uint32_t len;
+};
+
+static void
+rec_clear(struct rec *r)
+{
+	free(r->mem);
+	free(r->body);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Copies the length-prefixed string at *pos of b into *out (NUL-terminated); 0 or -1. */
+static int
+take_str(const unsigned char *b, uint32_t len, uint32_t *pos, char **out, const char **dst)
+{
+	uint32_t n;
+
+	if (len - *pos < 4)
+		return -1;
+	n = get32(b + *pos);
+	*pos += 4;
+	if (n > len - *pos || memchr(b + *pos, '\0', n))
+		return -1;
+	memcpy(*out, b + *pos, n);
+	(*out)[n] = '\0';
+	*dst = *out;
+	*out += n + 1;
+	*pos += n;
+	return 0;
+}
+
+/* Fills r->it from r->body. 0, or -1 when the body is not a record this version reads. */
+static int
+rec_decode(struct rec *r)
+{
+	const unsigned char *b = r->body;
+	uint32_t pos = REC_FIXED;
+	const char *payload;
+	char *out;
+
+	if (r->len < REC_FIXED || b[0] != REC_VERSION || (b[1] & ~(F_TXN | F_TRACE)))
+		return -1;
+	memcpy(r->it.id, b + 12, 36);
+	r->it.id[36] = '\0';
+	if (!uuid_valid(r->it.id))
+		return -1;
+	r->mem = malloc(r->len + 8);
+	QASSERT(r->mem != NULL);
+	out = r->mem;
+	if (take_str(b, r->len, &pos, &out, &r->it.queue) < 0 ||
+	    take_str(b, r->len, &pos, &out, &r->it.partition) < 0 ||
+	    ((b[1] & F_TXN) && take_str(b, r->len, &pos, &out, &r->it.txn) < 0) ||
+	    ((b[1] & F_TRACE) && take_str(b, r->len, &pos, &out, &r->it.trace) < 0) ||
+	    take_str(b, r->len, &pos, &out, &payload) < 0 || pos != r->len ||
+	    !r->it.queue[0] || !r->it.partition[0])
+		return -1;
+	r->it.payload = (char *)payload;
+	return 0;
+}
+
+static int
+pread_all(int fd, void *buf, size_t n, off_t off)
+{
+	char *p = buf;
+
+	while (n) {
+		ssize_t k = pread(fd, p, n, off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			if (k == 0)
+				errno = EIO;	/* the file shrank under us */
+			return -1;
+		}
+		p += k;
+		n -= (size_t)k;
+		off += k;
+	}
+	return 0;
+}
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t k = write(fd, p, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+enum rec_state {
+	REC_OK,		/* *body holds the record */
+	REC_END,	/* pos is the end */
+	REC_TORN,	/* the record runs past the end: a write cut short */
+	REC_BAD,	/* complete, but its checksum is wrong; *len tells how far to skip */
+	REC_GARBAGE,	/* no record header here */
+	REC_IOERR,
+};
+
+/* Reads the record at pos of fd, whose valid bytes end at end. */
+static enum rec_state
+rec_read(int fd, off_t pos, off_t end, unsigned char **body, uint32_t *len)
+{
+	unsigned char h[REC_HDR], *b;
+
+	*body = NULL;
+	*len = 0;
+	if (pos >= end)
+		return REC_END;
+	if (end - pos < REC_HDR)
+		return REC_TORN;
+	if (pread_all(fd, h, REC_HDR, pos) < 0)
+		return REC_IOERR;
+	if (get32(h) != SPOOL_MAGIC || get32(h + 4) > REC_MAX)
+		return REC_GARBAGE;
+	*len = get32(h + 4);
+	if ((off_t)*len > end - pos - REC_HDR)
+		return REC_TORN;
+	b = malloc(*len ? *len : 1);
+	QASSERT(b != NULL);
+	if (pread_all(fd, b, *len, pos + REC_HDR) < 0) {
+		free(b);
+		return REC_IOERR;
+	}
+	if (rec_crc(h + 4, b, *len) != get32(h + 8)) {
+		free(b);
+		return REC_BAD;
+	}
+	*body = b;
+	return REC_OK;
+}
+
+/* ---- files ---------------------------------------------------------------------------- */
+
+static void
+seg_name(char name[SEG_NAME_LEN], uint64_t seq)
+{
+	snprintf(name, SEG_NAME_LEN, "seg-%020llu.spool", (unsigned long long)seq);
+}
+
+/* Sequence number of a segment file name, or 0 when it is not one. */
+static uint64_t
+seg_parse(const char *name)
+{
+	uint64_t seq = 0;
+
+	if (strlen(name) != SEG_NAME_LEN - 1 || strncmp(name, "seg-", 4) != 0 ||
+	    strcmp(name + 24, ".spool") != 0)
+		return 0;
+	for (int i = 4; i < 24; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return 0;
+		seq = seq * 10 + (uint64_t)(name[i] - '0');
+	}
+	return seq;
+}
+
+static int
+mkdir_p(const char *dir)
+{
+	char *p = strdup(dir);
+	struct stat st;
+	int rc = 0;
+
+	QASSERT(p != NULL);
+	for (char *s = p + 1; *s && rc == 0; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0750) < 0 && errno != EEXIST)
+			rc = -1;
+		*s = '/';
+	}
+	if (rc == 0 && mkdir(p, 0750) < 0 && errno != EEXIST)
+		rc = -1;
+	if (rc == 0 && stat(p, &st) < 0)
+		rc = -1;
+	if (rc == 0 && !S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		rc = -1;
+	}
+	free(p);
+	return rc;
+}
+
+/* Whether a record header that could be valid starts at pos (to tell a damaged record in the
+ * middle of a file from a damaged tail). */
+static int
+header_at(int fd, off_t pos, off_t end)
+{
+	unsigned char h[REC_HDR];
+
+	return end - pos >= REC_HDR && pread_all(fd, h, REC_HDR, pos) == 0 &&
+	       get32(h) == SPOOL_MAGIC && (off_t)get32(h + 4) <= end - pos - REC_HDR;
+}
+
+/* Validates a spool file left by a previous run: counts its records and cuts a torn or
+ * corrupt tail off it (with a warning). A record with a bad checksum followed by valid ones
+ * is skipped (the drainer skips it too). Returns 0, or -1 on an I/O error. */
+static int
+scan_file(int fd, const char *name, off_t *size, long *records)
+{
+	struct stat st;
+	off_t pos = 0, end;
+	long n = 0;
+
+	if (fstat(fd, &st) < 0)
+		return -1;
+	end = st.st_size;
+	for (;;) {
+		unsigned char *body;
+		uint32_t len;
+		enum rec_state s = rec_read(fd, pos, end, &body, &len);
+
+		if (s == REC_END)
+			break;
+		if (s == REC_IOERR)
+			return -1;
+		if (s == REC_OK) {
+			free(body);
+			n++;
+			pos += REC_HDR + (off_t)len;
+			continue;
+		}
+		if (s == REC_BAD && pos + REC_HDR + (off_t)len < end &&
+		    header_at(fd, pos + REC_HDR + (off_t)len, end)) {
+			log_error("spool: %s/%s: the record at byte %lld fails its checksum: "
+				  "skipped, one buffered push is lost", sp.dir, name, (long long)pos);
+			pos += REC_HDR + (off_t)len;
+			continue;
+		}
+		log_warn("spool: %s/%s: dropped a %s record at the tail (byte %lld, %lld bytes): "
+			 "a write cut short by a crash", sp.dir, name,
+			 s == REC_BAD ? "corrupt" : "torn", (long long)pos, (long long)(end - pos));
+		if (ftruncate(fd, pos) < 0 || fsync(fd) < 0)
+			log_warn("spool: %s/%s: cannot cut the tail off: %s (ignored when read)",
+				 sp.dir, name, strerror(errno));
+		end = pos;
+		break;
+	}
+	*size = end;
+	*records = n;
+	return 0;
+}
+
+static void
+segs_push(uint64_t seq, off_t size, long left)
+{
+	if (sp.nsegs == sp.cap) {
+		sp.cap = sp.cap ? sp.cap * 2 : 16;
+		sp.segs = realloc(sp.segs, sp.cap * sizeof(*sp.segs));
+		QASSERT(sp.segs != NULL);
+	}
+	sp.segs[sp.nsegs].seq = seq;
+	sp.segs[sp.nsegs].size = size;
+	sp.segs[sp.nsegs].left = left;
+	sp.nsegs++;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Loads the segments a previous run left (oldest first) and counts failed.spool. */
+static int
+recover(void)
+{
+	uint64_t *seqs = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int fd, rc = 0;
+
+	fd = dup(sp.dirfd);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL) {
+		uint64_t seq = seg_parse(de->d_name);
+
+		if (!seq)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			seqs = realloc(seqs, cap * sizeof(*seqs));
+			QASSERT(seqs != NULL);
+		}
+		seqs[n++] = seq;
+	}
+	closedir(d);
+	if (n)
+		qsort(seqs, n, sizeof(*seqs), cmp_u64);
+	sp.next_seq = n ? seqs[n - 1] + 1 : 1;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char name[SEG_NAME_LEN];
+		off_t size;
+		long records;
+
+		seg_name(name, seqs[i]);
+		fd = openat(sp.dirfd, name, O_RDWR | O_CLOEXEC);
+		if (fd < 0 || scan_file(fd, name, &size, &records) < 0) {
+			log_error("FILE_BUFFER_DIR %s: cannot read %s: %s", sp.dir, name,
+				  strerror(errno));
+			rc = -1;
+		} else if (records == 0) {
+			unlinkat(sp.dirfd, name, 0);
+		} else {
+			segs_push(seqs[i], size, records);
+			atomic_fetch_add(&sp_pending, records);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	free(seqs);
+	if (rc < 0)
+		return -1;
+	fd = openat(sp.dirfd, FAILED_NAME, O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		off_t size;
+		long records = 0;
+
+		if (scan_file(fd, FAILED_NAME, &size, &records) == 0)
+			atomic_store(&sp_failed, records);
+		close(fd);
+	}
+	return 0;
+}
+
+int
+spool_open(const char *dir)
+{
+	int fd;
+
+	QASSERT(sp.dirfd < 0);
+	pthread_once(&crc_once, crc_init);
+	sp.dir = strdup(dir);
+	QASSERT(sp.dir != NULL);
+	if (!dir[0] || mkdir_p(dir) < 0) {
+		log_error("FILE_BUFFER_DIR %s: cannot create the spool directory: %s", dir,
+			  dir[0] ? strerror(errno) : "empty path");
+		goto fail;
+	}
+	sp.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sp.dirfd < 0) {
+		log_error("FILE_BUFFER_DIR %s: cannot open the spool directory: %s", dir,
+			  strerror(errno));
+		goto fail;
+	}
+	sp.lockfd = openat(sp.dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (sp.lockfd < 0) {
+		log_error("FILE_BUFFER_DIR %s is not writable: %s", dir, strerror(errno));
+		goto fail;
+	}
+	if (flock(sp.lockfd, LOCK_EX | LOCK_NB) < 0) {
+		log_error("FILE_BUFFER_DIR %s is in use by another queend (%s): give each broker "
+			  "its own", dir, strerror(errno));
+		goto fail;
+	}
+	/* Writable for real: create, write, sync and remove a file. */
+	fd = openat(sp.dirfd, ".probe", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write_all(fd, "q", 1) < 0 || fsync(fd) < 0 ||
+	    unlinkat(sp.dirfd, ".probe", 0) < 0) {
+		log_error("FILE_BUFFER_DIR %s is not writable: %s", dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		goto fail;
+	}
+	close(fd);
+	if (recover() < 0)
+		goto fail;
+	if (atomic_load(&sp_pending) > 0)
+		log_warn("spool: %ld buffered pushes found in %s: they are stored as soon as the "
+			 "database answers", atomic_load(&sp_pending), dir);
+	if (atomic_load(&sp_failed) > 0)
+		log_warn("spool: %s/%s holds %ld pushes the database refused", dir, FAILED_NAME,
+			 atomic_load(&sp_failed));
+	return 0;
+fail:
+	spool_close();
+	return -1;
+}
+
+void
+spool_close(void)
+{
+	pthread_mutex_lock(&sp.mu);
+	if (sp.wfd >= 0)
+		close(sp.wfd);
+	if (sp.rfd >= 0)
+		close(sp.rfd);
+	if (sp.lockfd >= 0)
+		close(sp.lockfd);
+	if (sp.dirfd >= 0)
+		close(sp.dirfd);
+	sp.wfd = sp.rfd = sp.lockfd = sp.dirfd = -1;
+	free(sp.segs);
+	sp.segs = NULL;
+	sp.nsegs = sp.cap = 0;
+	free(sp.dir);
+	sp.dir = NULL;
+	atomic_store(&sp_pending, 0);
+	atomic_store(&sp_failed, 0);
+	pthread_mutex_unlock(&sp.mu);
+}
+
+/* ---- appending ------------------------------------------------------------------------ */
+
+/* Opens a new segment for appends. Under mu. 0, or -1 with errno. */
+static int
+open_segment(void)
+{
+	char name[SEG_NAME_LEN];
+	uint64_t seq = sp.next_seq++;
+	int fd, err;
+
+	seg_name(name, seq);
+	fd = openat(sp.dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	/* The new name must survive a crash as surely as the records written into it. */
+	if (fsync(sp.dirfd) < 0) {
+		err = errno;
+		close(fd);
+		unlinkat(sp.dirfd, name, 0);
+		errno = err;
+		return -1;
+	}
+	segs_push(seq, 0, 0);
+	sp.wfd = fd;
+	return 0;
+}
+
+/* Stops appending to the last segment; removes it when it holds nothing. Under mu. */
+static void
+seal_segment(void)
+{
+	struct seg *s = &sp.segs[sp.nsegs - 1];
+
+	close(sp.wfd);
+	sp.wfd = -1;
+	if (s->size == 0 && s->left == 0) {
+		char name[SEG_NAME_LEN];
+
+		seg_name(name, s->seq);
+		unlinkat(sp.dirfd, name, 0);
+		sp.nsegs--;
+	}
+}
+
+enum qe
+spool_append(struct push_item *const *items, size_t n)
+{
+	struct strbuf sb;
+	int64_t now = wall_ms();
+	int err = 0;
+
+	sb_init(&sb);
+	for (size_t i = 0; i < n && !err; i++)
+		if (rec_encode(&sb, items[i], now) < 0)
+			err = EFBIG;
+	pthread_mutex_lock(&sp.mu);
+	if (!err && sp.dirfd < 0)
+		err = EBADF;
+	if (!err && sp.wfd >= 0 && sp.segs[sp.nsegs - 1].size >= SEG_MAX_BYTES)
+		seal_segment();
+	if (!err && sp.wfd < 0 && open_segment() < 0)
+		err = errno;
+	if (!err) {
+		struct seg *s = &sp.segs[sp.nsegs - 1];
+
+		if (write_all(sp.wfd, sb.buf, sb.len) < 0 || fdatasync(sp.wfd) < 0) {
+			err = errno;
+			/* Nothing of this append counts; later appends go to a new segment, so
+			 * whatever the cut leaves behind is a tail that start-up drops. */
+			if (ftruncate(sp.wfd, s->size) < 0)
+				log_warn("spool: cannot cut a failed append off: %s",
+					 strerror(errno));
+			seal_segment();
+		} else {
+			s->size += (off_t)sb.len;
+			s->left += (long)n;
+			atomic_fetch_add(&sp_pending, (long)n);
+		}
+	}
+	pthread_mutex_unlock(&sp.mu);
+	sb_free(&sb);
+	for (size_t i = 0; i < n; i++) {
+		struct push_item *it = items[i];
+
+		if (err) {
+			it->status = "failed";
+			it->error = "database unavailable and the spool could not store the item";
+			snprintf(it->message_id, sizeof(it->message_id), "%s", it->id);
+		} else {
+			it->status = "buffered";
+			snprintf(it->message_id, sizeof(it->message_id), "%s", it->id);
+		}
+	}
+	if (err) {
+		log_error("spool: cannot append %zu pushes to FILE_BUFFER_DIR %s: %s", n,
+			  sp.dir ? sp.dir : "(not open)", strerror(err));
+		return QE_INTERNAL;
+	}
+	return QE_OK;
+}
+
+/* ---- draining ------------------------------------------------------------------------- */
+
+/* Removes segs[0], whose records are all committed (or lost to damage). Under mu. */
+static void
+drop_first(void)
+{
+	char name[SEG_NAME_LEN];
+	struct seg *s = &sp.segs[0];
+
+	if (sp.nsegs == 1 && sp.wfd >= 0) {
+		close(sp.wfd);
+		sp.wfd = -1;
+	}
+	if (s->left > 0) {
+		log_error("spool: %ld buffered pushes of a damaged segment are lost", s->left);
+		atomic_fetch_sub(&sp_pending, s->left);
+	}
+	seg_name(name, s->seq);
+	if (unlinkat(sp.dirfd, name, 0) < 0 && errno != ENOENT)
+		log_error("spool: cannot remove %s/%s: %s (its pushes will be replayed again, "
+			  "as duplicates)", sp.dir, name, strerror(errno));
+	memmove(sp.segs, sp.segs + 1, (sp.nsegs - 1) * sizeof(*sp.segs));
+	sp.nsegs--;
+	if (sp.rfd >= 0)
+		close(sp.rfd);
+	sp.rfd = -1;
+	sp.rpos = 0;
+	sp.attempts = 0;
+}
+
+/* Counts k records of segment seq as committed, the drainer being at pos now; removes the
+ * segment when that was its last record. */
+static void
+committed(uint64_t seq, long k, off_t pos)
+{
+	pthread_mutex_lock(&sp.mu);
+	if (sp.nsegs && sp.segs[0].seq == seq) {
+		if (k > sp.segs[0].left)
+			k = sp.segs[0].left;
+		sp.segs[0].left -= k;
+		atomic_fetch_sub(&sp_pending, k);
+		sp.rpos = pos;
+		sp.attempts = 0;
+		sp.single = 0;
+		/* No append is under way while we hold the lock: at the durable end, the
+		 * segment is done. */
+		if (pos >= sp.segs[0].size)
+			drop_first();
+	}
+	pthread_mutex_unlock(&sp.mu);
+}
+
+/* Appends a record the database keeps refusing to failed.spool. 0 or -1. */
+static int
+set_aside(const struct rec *r)
+{
+	unsigned char h[REC_HDR];
+	int fd, rc = -1;
+
+	put32(h, SPOOL_MAGIC);
+	put32(h + 4, r->len);
+	put32(h + 8, rec_crc(h + 4, r->body, r->len));
+	fd = openat(sp.dirfd, FAILED_NAME, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd >= 0 && write_all(fd, (const char *)h, REC_HDR) == 0 &&
+	    write_all(fd, (const char *)r->body, r->len) == 0 && fdatasync(fd) == 0)
+		rc = 0;
+	if (rc < 0)
+		log_error("spool: cannot write %s/%s: %s", sp.dir, FAILED_NAME, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* One batch of the drainer. Returns 1 to go on, 0 to stop this round. */
+static int
+drain_step(struct dbconn *db)
+{
+	struct rec *recs;
+	struct push_item **items;
+	uint64_t seq;
+	off_t size, pos;
+	size_t k = 0, bytes = 0, max;
+	enum rec_state st = REC_OK;
+	int go_on = 1, unreadable = 0;
+	enum qe e;
+
+	pthread_mutex_lock(&sp.mu);
+	if (sp.nsegs == 0) {
+		pthread_mutex_unlock(&sp.mu);
+		return 0;
+	}
+	seq = sp.segs[0].seq;
+	size = sp.segs[0].size;
+	if (sp.rfd >= 0 && sp.rseq != seq) {
+		close(sp.rfd);
+		sp.rfd = -1;
+	}
+	if (sp.rfd < 0) {
+		char name[SEG_NAME_LEN];
+
+		seg_name(name, seq);
+		sp.rfd = openat(sp.dirfd, name, O_RDONLY | O_CLOEXEC);
+		sp.rseq = seq;
+		sp.rpos = 0;
+		sp.attempts = 0;
+		if (sp.rfd < 0) {
+			int gone = errno == ENOENT;
+
+			log_error("spool: cannot open %s/%s: %s", sp.dir, name, strerror(errno));
+			if (gone)
+				drop_first();
+			pthread_mutex_unlock(&sp.mu);
+			return gone;
+		}
+	}
+	if (sp.rpos >= size) {
+		/* Everything up to the durable size is committed, and no append is under way
+		 * while we hold the lock: the segment is done. */
+		drop_first();
+		pthread_mutex_unlock(&sp.mu);
+		return 1;
+	}
+	pthread_mutex_unlock(&sp.mu);
+
+	max = sp.single ? 1 : DRAIN_BATCH_ITEMS;
+	recs = calloc(max, sizeof(*recs));
+	items = calloc(max, sizeof(*items));
+	QASSERT(recs != NULL && items != NULL);
+	pos = sp.rpos;
+	while (k < max && bytes < DRAIN_BATCH_BYTES) {
+		struct rec *r = &recs[k];
+		off_t at = pos;
+
+		st = rec_read(sp.rfd, pos, size, &r->body, &r->len);
+		if (st == REC_BAD) {
+			/* Reported by the start-up scan (or damaged since): skip it. */
+			log_debug("spool: skipping a record with a bad checksum");
+			pos += REC_HDR + (off_t)r->len;
+			continue;
+		}
+		if (st != REC_OK)
+			break;
+		pos += REC_HDR + (off_t)r->len;
+		if (rec_decode(r) < 0) {
+			if (k > 0) {
+				/* Store the batch before it; the next step sets it aside. */
+				rec_clear(r);
+				pos = at;
+				break;
+			}
+			unreadable = 1;
+			break;
+		}
+		bytes += r->len;
+		items[k] = &r->it;
+		k++;
+	}
+	if (unreadable) {
+		log_error("spool: a buffered push is not readable by this version: set aside in "
+			  "%s/%s", sp.dir, FAILED_NAME);
+		go_on = 0;
+		if (set_aside(&recs[0]) == 0) {
+			atomic_fetch_add(&sp_failed, 1);
+			committed(seq, 1, pos);
+			go_on = 1;
+		}
+		goto out;
+	}
+	if (k == 0) {
+		if (st == REC_TORN || st == REC_GARBAGE) {
+			log_error("spool: %s: segment %llu is damaged at byte %lld: the rest of it is "
+				  "dropped", sp.dir, (unsigned long long)seq, (long long)pos);
+			pthread_mutex_lock(&sp.mu);
+			if (sp.nsegs && sp.segs[0].seq == seq)
+				drop_first();
+			pthread_mutex_unlock(&sp.mu);
+		} else if (st == REC_IOERR) {
+			log_error("spool: cannot read segment %llu: %s", (unsigned long long)seq,
+				  strerror(errno));
+			go_on = 0;
+		} else {
+			committed(seq, 0, pos);	/* only skipped records */
+		}
+		goto out;
+	}
+
+	e = h_push_store(db, items, k, 1);
+	if (e == QE_OK) {
+		size_t dup = 0;
+
+		for (size_t i = 0; i < k; i++)
+			dup += items[i]->status[0] == 'd';
+		log_info("spool: stored %zu buffered pushes (%zu were duplicates)", k, dup);
+		committed(seq, (long)k, pos);
+		goto out;
+	}
+	go_on = 0;
+	if (!db_ok(db))
+		goto out;	/* unreachable again: the next round retries */
+	if (k > 1) {
+		/* Refused: find which record, one at a time. */
+		sp.single = 1;
+		go_on = 1;
+		goto out;
+	}
+	sp.attempts++;
+	log_warn("spool: the database refused buffered push %s of queue %s (%d of %d)",
+		 recs[0].it.id, recs[0].it.queue, sp.attempts, REPLAY_ATTEMPTS);
+	if (sp.attempts < REPLAY_ATTEMPTS) {
+		sp.retry_at = now_ms() + 1000LL * sp.attempts;
+		goto out;
+	}
+	if (set_aside(&recs[0]) == 0) {
+		log_error("spool: buffered push %s of queue %s set aside in %s/%s",
+			  recs[0].it.id, recs[0].it.queue, sp.dir, FAILED_NAME);
+		atomic_fetch_add(&sp_failed, 1);
+		committed(seq, 1, pos);
+		go_on = 1;
+	}
+out:
+	for (size_t i = 0; i < max; i++)
+		rec_clear(&recs[i]);
+	free(recs);
+	free(items);
+	return go_on;
+}
+
+void
+spool_drain(struct dbconn *db)
+{
+	int64_t start = now_ms();
+
+	if (sp.dirfd < 0 || now_ms() < sp.retry_at)
+		return;
+	while (!atomic_load(&sp_maint) && now_ms() - start < DRAIN_BUDGET_MS)
+		if (!drain_step(db))
+			break;
+}
+
+int64_t
+spool_drain_interval_ms(void)
+{
+	return DRAIN_INTERVAL_MS;
+}
+
+/* ---- state ---------------------------------------------------------------------------- */
+
+int
+spool_diverting(void)
+{
+	return atomic_load(&sp_maint) || atomic_load(&sp_pending) > 0;
+}
+
+long
+spool_pending(void)
+{
+	return atomic_load(&sp_pending);
+}
+
+long
+spool_failed(void)
+{
+	return atomic_load(&sp_failed);
+}
+
+void
+spool_set_maintenance(int on)
+{
+	if (atomic_exchange(&sp_maint, on ? 1 : 0) != (on ? 1 : 0))
+		log_warn("maintenance mode %s: pushes %s", on ? "on" : "off",
+			 on ? "go to the spool" : "are stored again once the spool is drained");
+}
+
+int
+spool_maintenance(void)
+{
+	return atomic_load(&sp_maint);
+}
