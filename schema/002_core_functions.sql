@@ -149,9 +149,10 @@ $$;
 -- Push (SPEC.md 4).  One row per input item.
 --
 -- The partition row locks are held until commit and every push to those partitions waits
--- for them, so the locked part is one statement: lock the partitions (id order; FOR UPDATE
--- reads their newest next_offset), cut the items into segments (one per partition and
--- chunk of 1000, in input order), insert them, advance the partitions, notify, answer.
+-- for them, so the locked part is one statement: lay the items out as segments (one per
+-- partition, in input order; a call is cut into passes of 1000 items), lock the partitions
+-- (id order; FOR UPDATE reads their newest next_offset), insert the segments, advance the
+-- partitions, notify, answer.
 -- Before it: name resolution (creating queues and partitions).  With transactionIds, also
 -- before it: dedup keys and in-call repeats; then the partitions are locked first and the
 -- keys claimed in queen_dedup.  A key found live in its window makes its item a duplicate
@@ -176,8 +177,31 @@ DECLARE
 	v_nkeys int;
 	v_acc int;
 	v_try int := 0;
+	-- NOTIFY serializes the commits of every notifying transaction (a database-wide lock
+	-- held through commit).  A broker that wakes the others itself, after commit and from
+	-- another connection, sets queen.push_notify = off on its push connections.
+	v_notify bool := coalesce(current_setting('queen.push_notify', true), '') <> 'off';
 BEGIN
 	IF v_n = 0 THEN
+		RETURN;
+	END IF;
+	IF v_n > 1000 THEN
+		-- At most 1000 items a pass, so a pass writes one segment per partition.  The
+		-- passes run in order in this transaction: offsets stay dense and in input
+		-- order, and a repeat of a key claimed by an earlier pass is its duplicate.
+		FOR v_try IN 0 .. (v_n - 1) / 1000 LOOP
+			RETURN QUERY
+			SELECT r.idx + v_try * 1000, r.status, r.message_id, r.queue_id,
+			       r.partition_id, r.off, r.log_end
+			FROM queen_push(p_pid[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_queue[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_partition[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_id[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_txn[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_trace[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_payload[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_sub[v_try * 1000 + 1 : v_try * 1000 + 1000]) r;
+		END LOOP;
 		RETURN;
 	END IF;
 	IF v_pid IS NULL THEN
@@ -265,55 +289,53 @@ BEGIN
 	END IF;
 
 	RETURN QUERY
-	WITH l AS MATERIALIZED (
-		SELECT p.id, p.next_offset AS base, p.queue_id AS qid,
-		       greatest(clock_timestamp(), p.last_created_at) AS ts
-		FROM queen_partitions p
-		WHERE p.id = ANY (v_pid)
-		ORDER BY p.id
-		FOR UPDATE
-	), g AS MATERIALIZED (
-		-- One pass over the items sorted by (partition, chunk, input order): every
-		-- array of a segment is aggregated in that same order.
-		SELECT s.pid, min(s.r) AS rel, count(*)::int AS n, array_agg(s.o) AS idx,
-		       array_agg(s.mid) AS ids, array_agg(coalesce(s.txn, s.mid::text)) AS txns,
+	WITH g AS MATERIALIZED (
+		-- One segment per partition (a call holds at most 1000 items): one pass over
+		-- the items sorted by (partition, input order), every array aggregated in that
+		-- same order.
+		SELECT s.pid, count(*)::int AS n, array_agg(s.o) AS idx, array_agg(s.mid) AS ids,
+		       array_agg(coalesce(s.txn, s.mid::text)) AS txns,
 		       array_agg(s.trace) AS traces, bool_or(s.trace IS NOT NULL) AS has_trace,
 		       array_agg(s.payload) AS pays,
 		       array_agg(s.sub) AS subs, bool_or(s.sub IS NOT NULL) AS has_sub
-		FROM (SELECT w.*, w.r / 1000 AS chunk
-		      FROM (SELECT u.pid, u.o::int AS o, u.mid, u.txn, u.trace, u.payload, u.sub,
-				   row_number() OVER (PARTITION BY u.pid ORDER BY u.o) - 1 AS r
-			    FROM unnest(v_pid, p_id, p_txn, p_trace, p_payload, p_sub, v_skip)
-				WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, skip, o)
-			    WHERE u.skip IS NOT TRUE) w
-		      ORDER BY w.pid, chunk, w.o) s
-		GROUP BY s.pid, s.chunk
-	), pp AS MATERIALIZED (
-		SELECT l.id AS pid, l.base, l.ts, l.qid, coalesce(sum(g.n), 0)::int AS n
-		FROM l LEFT JOIN g ON g.pid = l.id
-		GROUP BY l.id, l.base, l.ts, l.qid
+		FROM (SELECT u.pid, u.o::int AS o, u.mid, u.txn, u.trace, u.payload, u.sub
+		      FROM unnest(v_pid, p_id, p_txn, p_trace, p_payload, p_sub, v_skip)
+			WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, skip, o)
+		      WHERE u.skip IS NOT TRUE
+		      ORDER BY u.pid, u.o) s
+		GROUP BY s.pid
+	), l AS MATERIALIZED (
+		-- The count(*) over g is an init plan run before the first row is locked: the
+		-- segments are laid out before the locks are taken, not while they are held.
+		SELECT p.id, p.next_offset AS base, p.queue_id AS qid,
+		       greatest(clock_timestamp(), p.last_created_at) AS ts
+		FROM queen_partitions p
+		WHERE p.id = ANY (v_pid) AND (SELECT count(*) FROM g) >= 0
+		ORDER BY p.id
+		FOR UPDATE
 	), b AS MATERIALIZED (
-		SELECT g.*, pp.base, pp.ts, pp.qid, pp.n AS pn FROM g JOIN pp ON pp.pid = g.pid
+		SELECT l.id AS pid, l.base, l.ts, l.qid, coalesce(g.n, 0) AS n, g.idx, g.ids,
+		       g.txns, CASE WHEN g.has_trace THEN g.traces END AS traces, g.pays,
+		       CASE WHEN g.has_sub THEN g.subs END AS subs
+		FROM l LEFT JOIN g ON g.pid = l.id
 	), seg AS (
 		INSERT INTO queen_segments (partition_id, base_offset, end_offset, created_at,
 					    ids, txn_ids, trace_ids, payloads, producer_subs)
-		SELECT b.pid, b.base + b.rel, b.base + b.rel + b.n - 1, b.ts, b.ids, b.txns,
-		       CASE WHEN b.has_trace THEN b.traces END, b.pays,
-		       CASE WHEN b.has_sub THEN b.subs END
-		FROM b
+		SELECT b.pid, b.base, b.base + b.n - 1, b.ts, b.ids, b.txns, b.traces, b.pays,
+		       b.subs
+		FROM b WHERE b.n > 0
 	), up AS (
 		UPDATE queen_partitions p
-		SET next_offset = pp.base + pp.n, last_created_at = pp.ts
-		FROM pp WHERE p.id = pp.pid AND pp.n > 0
+		SET next_offset = b.base + b.n, last_created_at = b.ts
+		FROM b WHERE p.id = b.pid AND b.n > 0
 	), nt AS (
 		SELECT pg_notify('queen_push', CASE WHEN length(x.s) > 7000 THEN '*' ELSE x.s END)
-		FROM (SELECT string_agg(pp.pid::text || ':' || (pp.base + pp.n - 1)::text, ',')
-			AS s
-		      FROM pp WHERE pp.n > 0) x
-		WHERE x.s IS NOT NULL
+		FROM (SELECT string_agg(b.pid::text || ':' || (b.base + b.n - 1)::text, ',') AS s
+		      FROM b WHERE b.n > 0) x
+		WHERE x.s IS NOT NULL AND v_notify
 	)
-	SELECT b.idx[i] - 1, 'queued'::text, b.ids[i], b.qid, b.pid,
-	       b.base + b.rel + i - 1, b.base + b.pn - 1
+	SELECT b.idx[i] - 1, 'queued'::text, b.ids[i], b.qid, b.pid, b.base + i - 1,
+	       b.base + b.n - 1
 	FROM b
 	CROSS JOIN LATERAL generate_series(1, b.n) AS i
 	LEFT JOIN nt ON true;

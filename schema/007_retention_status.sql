@@ -32,8 +32,7 @@
 -- Dead letters are copies in queen_dlq and are never touched.
 --
 -- One broker at a time: the round takes a transaction-level advisory lock and returns
--- {"skipped":true} when another broker holds it.  (Advances run outside that lock; they are
--- monotone, so one that overlaps another broker's round only repeats work.)
+-- {"skipped":true} when another broker holds it; each advance tries the same lock.
 --
 -- Changes to core tables: an index queen_dedup (partition_id, created_at), so that expired
 -- keys are found per partition by one range probe instead of a scan of the table.
@@ -41,7 +40,7 @@
 CREATE INDEX queen_dedup_age ON queen_dedup (partition_id, created_at);
 
 -- Partitions whose log start moved past segments not yet deleted: every segment ending below
--- upto is to go.  Written and read by retention only (under its advisory lock).
+-- upto is to go.  Written and read by retention only, under its advisory lock.
 CREATE TABLE queen_retention_pending (
 	partition_id			uuid PRIMARY KEY,
 	upto				bigint NOT NULL
@@ -248,11 +247,19 @@ $$;
 -- left for the next round), move their log start, remember what the purge is to delete, and
 -- name the cursors that now sit below the log start (the broker's index counts them from
 -- there).  Log starts only ever grow and never pass next_offset, so a plan that went stale
--- meanwhile, or another broker's, cannot harm.  The partition row locks are held from this
--- statement to its commit and nothing else.
+-- meanwhile, or another broker's, cannot harm.  The retention lock is tried first, so that a
+-- purge never judges queen_retention_pending while an advance writes it: when another
+-- broker's round holds it the chunk is skipped ({"skipped":true}; that round plans the same
+-- work again).  The partition row locks are held from the one statement to its commit.
 CREATE FUNCTION queen_retention_advance(p_pid uuid[], p_start bigint[], p_count bigint[])
 RETURNS jsonb
-LANGUAGE sql SET jit = off AS $$
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+	v jsonb;
+BEGIN
+	IF NOT pg_try_advisory_xact_lock(queen_retention_lock_key()) THEN
+		RETURN jsonb_build_object('skipped', true);
+	END IF;
 	WITH lk AS MATERIALIZED (
 		SELECT p.id FROM queen_partitions p
 		WHERE p.id = ANY (p_pid)
@@ -278,7 +285,10 @@ LANGUAGE sql SET jit = off AS $$
 							   u2.log_start - 1))
 			FROM up u2 JOIN queen_cursors k ON k.partition_id = u2.id
 			WHERE k.committed < u2.log_start - 1), '[]'::jsonb))
-	FROM up
+	INTO v
+	FROM up;
+	RETURN v;
+END
 $$;
 
 -- ---- operator reads --------------------------------------------------------------------

@@ -78,7 +78,8 @@ plan_arrays(json_t *plan, size_t from, size_t to, struct strbuf *sb)
 }
 
 /* Step 4: moves the log starts the round planned, RETENTION_ADVANCE_CHUNK partitions per
- * transaction. Returns the partitions advanced; adds the segments released to *released. */
+ * transaction, until done or another broker's round takes over. Returns the partitions
+ * advanced; adds the segments released to *released. */
 static int64_t
 advance(struct dbconn *db, json_t *plan, int64_t *released)
 {
@@ -108,6 +109,11 @@ advance(struct dbconn *db, json_t *plan, int64_t *released)
 		}
 		ans = json_loads(text, 0, NULL);
 		free(text);
+		if (json_is_true(json_object_get(ans, "skipped"))) {
+			/* Another broker's round runs now; it plans the rest again. */
+			json_decref(ans);
+			break;
+		}
 		advanced += int_field(ans, "partitionsAdvanced");
 		*released += int_field(ans, "segmentsReleased");
 		apply_cursor_fixups(json_object_get(ans, "cursors"));

@@ -64,7 +64,7 @@ static struct {
 	uint64_t rseq;
 	off_t rpos;
 	int attempts;		/* refusals of the record at rpos */
-	int single;		/* replay one record at a time (a batch was refused) */
+	off_t single_until;	/* replay one record at a time up to here (a batch was refused) */
 	int64_t retry_at;	/* monotonic ms before which the refused record is not retried */
 } sp = {
 	.mu = PTHREAD_MUTEX_INITIALIZER, .dirfd = -1, .lockfd = -1, .wfd = -1, .rfd = -1,
@@ -419,7 +419,8 @@ scan_file(int fd, const char *name, off_t *size, long *records)
 		if (s == REC_BAD && pos + REC_HDR + (off_t)len < end &&
 		    header_at(fd, pos + REC_HDR + (off_t)len, end)) {
 			log_error("spool: %s/%s: the record at byte %lld fails its checksum: "
-				  "skipped, one buffered push is lost", sp.dir, name, (long long)pos);
+				  "skipped, one buffered push is lost", sp.dir, name,
+				  (long long)pos);
 			pos += REC_HDR + (off_t)len;
 			continue;
 		}
@@ -680,7 +681,10 @@ spool_append(struct push_item *const *items, size_t n)
 		} else {
 			s->size += (off_t)sb.len;
 			s->left += (long)n;
-			atomic_fetch_add(&sp_pending, (long)n);
+			if (atomic_fetch_add(&sp_pending, (long)n) == 0)
+				log_warn("spool: pushes now go to %s (%s)", sp.dir,
+					 atomic_load(&sp_maint) ? "maintenance mode" :
+					 "database unreachable");
 		}
 	}
 	pthread_mutex_unlock(&sp.mu);
@@ -733,6 +737,7 @@ drop_first(void)
 	sp.rfd = -1;
 	sp.rpos = 0;
 	sp.attempts = 0;
+	sp.single_until = 0;
 }
 
 /* Counts k records of segment seq as committed, the drainer being at pos now; removes the
@@ -745,10 +750,10 @@ committed(uint64_t seq, long k, off_t pos)
 		if (k > sp.segs[0].left)
 			k = sp.segs[0].left;
 		sp.segs[0].left -= k;
-		atomic_fetch_sub(&sp_pending, k);
+		if (k > 0 && atomic_fetch_sub(&sp_pending, k) == k)
+			log_warn("spool: drained, pushes are stored directly again");
 		sp.rpos = pos;
 		sp.attempts = 0;
-		sp.single = 0;
 		/* No append is under way while we hold the lock: at the durable end, the
 		 * segment is done. */
 		if (pos >= sp.segs[0].size)
@@ -810,6 +815,7 @@ drain_step(struct dbconn *db)
 		sp.rseq = seq;
 		sp.rpos = 0;
 		sp.attempts = 0;
+		sp.single_until = 0;
 		if (sp.rfd < 0) {
 			int gone = errno == ENOENT;
 
@@ -829,7 +835,7 @@ drain_step(struct dbconn *db)
 	}
 	pthread_mutex_unlock(&sp.mu);
 
-	max = sp.single ? 1 : DRAIN_BATCH_ITEMS;
+	max = sp.rpos < sp.single_until ? 1 : DRAIN_BATCH_ITEMS;
 	recs = calloc(max, sizeof(*recs));
 	items = calloc(max, sizeof(*items));
 	QASSERT(recs != NULL && items != NULL);
@@ -875,8 +881,8 @@ drain_step(struct dbconn *db)
 	}
 	if (k == 0) {
 		if (st == REC_TORN || st == REC_GARBAGE) {
-			log_error("spool: %s: segment %llu is damaged at byte %lld: the rest of it is "
-				  "dropped", sp.dir, (unsigned long long)seq, (long long)pos);
+			log_error("spool: %s: segment %llu is damaged at byte %lld: the rest of "
+				  "it is dropped", sp.dir, (unsigned long long)seq, (long long)pos);
 			pthread_mutex_lock(&sp.mu);
 			if (sp.nsegs && sp.segs[0].seq == seq)
 				drop_first();
@@ -905,20 +911,20 @@ drain_step(struct dbconn *db)
 	if (!db_ok(db))
 		goto out;	/* unreachable again: the next round retries */
 	if (k > 1) {
-		/* Refused: find which record, one at a time. */
-		sp.single = 1;
+		/* Refused: go through this batch one record at a time to find which. */
+		sp.single_until = pos;
 		go_on = 1;
 		goto out;
 	}
 	sp.attempts++;
-	log_warn("spool: the database refused buffered push %s of queue %s (%d of %d)",
+	log_warn("spool: the database refused buffered push %s of queue %.64s (%d of %d)",
 		 recs[0].it.id, recs[0].it.queue, sp.attempts, REPLAY_ATTEMPTS);
 	if (sp.attempts < REPLAY_ATTEMPTS) {
 		sp.retry_at = now_ms() + 1000LL * sp.attempts;
 		goto out;
 	}
 	if (set_aside(&recs[0]) == 0) {
-		log_error("spool: buffered push %s of queue %s set aside in %s/%s",
+		log_error("spool: buffered push %s of queue %.64s set aside in %s/%s",
 			  recs[0].it.id, recs[0].it.queue, sp.dir, FAILED_NAME);
 		atomic_fetch_add(&sp_failed, 1);
 		committed(seq, 1, pos);

@@ -1,0 +1,51 @@
+#!/usr/bin/perl
+# Refused is not unreachable (SPEC 4, 15): a push the database refuses with an error while it
+# is up stays a failure and is not spooled; a spooled push the database keeps refusing on
+# replay is set aside (failedCount) after a few attempts, and the pushes behind it are still
+# stored, in order.
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Test::More;
+use QueenTest;
+
+start_pg();
+my $q = start_queend();
+
+sub buffers { (($q->get('/api/v1/status/buffers'))[1] // {}) }
+sub slurp { open my $fh, '<', $_[0] or return ''; local $/; <$fh> }
+
+# A queue name too long for PostgreSQL's btree index (random, so it does not compress).
+my @c = ('a' .. 'z', 'A' .. 'Z', 0 .. 9);
+my $poison = join '', map { $c[ int rand @c ] } 1 .. 9000;
+
+subtest 'a statement the database refuses is a failure, not a buffered push' => sub {
+	my ($s, $b) = $q->push_items({ queue => $poison, transactionId => 'p-0' });
+	isnt($s, 201, "not 201 ($s)");
+	like($b->{error} // '', qr/push not stored/, 'the error says it was not stored');
+	is(buffers()->{pendingCount}, 0, 'nothing spooled');
+	is_true(buffers()->{dbHealthy}, 'the database is healthy');
+};
+
+subtest 'a replay the database keeps refusing is set aside' => sub {
+	$q->post_json('/api/v1/system/maintenance', { enabled => jtrue });
+	for my $it ({ queue => 'ref', transactionId => 'ok-0' }, { queue => $poison },
+		    { queue => 'ref', transactionId => 'ok-1' }, { queue => 'ref', transactionId => 'ok-2' }) {
+		my (undef, $b) = $q->push_items($it);
+		is($b->[0]{status}, 'buffered', 'buffered');
+	}
+	is(buffers()->{pendingCount}, 4, '4 pending');
+	$q->post_json('/api/v1/system/maintenance', { enabled => jfalse });
+	wait_until(sub { buffers()->{pendingCount} == 0 }, 90, 0.25);
+	my $b = buffers();
+	is($b->{pendingCount}, 0, 'the spool is drained');
+	is($b->{failedCount}, 1, 'failedCount 1');
+	like(slurp($q->{log}), qr/set aside in .*failed\.spool/, 'the log says where it went');
+	my ($s, $p) = $q->pop('ref', batch => 10);
+	is_deeply(txns($p), [ 'ok-0', 'ok-1', 'ok-2' ], 'the others are stored, in order');
+	my (undef, $m) = $q->get('/metrics');
+	is($m->{spool}{failedCount}, 1, '/metrics spool.failedCount');
+};
+
+done_testing;

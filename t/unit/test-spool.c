@@ -1,0 +1,86 @@
+/* Unit tests of spool: the CRC-32C check value, and the file life cycle without a database:
+ * appended items survive a close and reopen, a torn tail record is dropped at open, and a
+ * second opener of the directory is refused. */
+#include "h_push.h"
+#include "log.h"
+#include "spool.h"
+#include "tap.h"
+#include "uuid.h"
+
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void
+item(struct push_item *it, const char *txn, char *payload)
+{
+	memset(it, 0, sizeof(*it));
+	it->queue = "q";
+	it->partition = "Default";
+	it->txn = txn;
+	it->payload = payload;
+	uuid_v7(it->id);
+}
+
+int
+main(void)
+{
+	char dir[] = "/tmp/queen-spool-XXXXXX", path[512];
+	char p0[] = "{\"i\":0}", p1[] = "[1,2]", p2[] = "\"two\"";
+	struct push_item a, b, c, *items[3] = { &a, &b, &c };
+	struct stat st;
+	glob_t g;
+	int fd;
+
+	log_set_level(LOG_LV_ERROR);
+	is_int(spool_crc32c(0, "123456789", 9), 0xe3069283u, "CRC-32C check value");
+	is_int(spool_crc32c(spool_crc32c(0, "1234", 4), "56789", 5), 0xe3069283u,
+	       "CRC-32C continues over pieces");
+
+	if (!mkdtemp(dir))
+		return 1;
+	ok(spool_open(dir) == 0, "open a fresh directory");
+	is_int(spool_pending(), 0, "nothing pending");
+	ok(!spool_diverting(), "pushes are not diverted");
+	item(&a, "t-0", p0);
+	item(&b, NULL, p1);
+	item(&c, "t-2", p2);
+	ok(spool_append(items, 3) == QE_OK, "append three items");
+	is_str(a.status, "buffered", "status buffered");
+	is_str(b.message_id, b.id, "message_id is the item's id");
+	is_int(spool_pending(), 3, "three pending");
+	ok(spool_diverting(), "pushes are diverted while something is pending");
+
+	snprintf(path, sizeof(path), "%s/queend.lock", dir);
+	fd = open(path, O_RDWR);
+	ok(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0, "the directory is locked while open");
+	if (fd >= 0)
+		close(fd);
+	spool_close();
+
+	ok(spool_open(dir) == 0, "reopen");
+	is_int(spool_pending(), 3, "the three items are found again");
+	spool_close();
+
+	snprintf(path, sizeof(path), "%s/seg-*.spool", dir);
+	ok(glob(path, 0, NULL, &g) == 0 && g.gl_pathc == 1, "one segment file");
+	if (g.gl_pathc == 1 && stat(g.gl_pathv[0], &st) == 0)
+		ok(truncate(g.gl_pathv[0], st.st_size - 3) == 0, "cut 3 bytes off its tail");
+	ok(spool_open(dir) == 0, "reopen after a torn write");
+	is_int(spool_pending(), 2, "the torn record is dropped, the others kept");
+	spool_close();
+	if (g.gl_pathc == 1 && stat(g.gl_pathv[0], &st) == 0)
+		ok(st.st_size > 0, "the file keeps its intact records");
+	if (g.gl_pathc == 1)
+		unlink(g.gl_pathv[0]);
+	globfree(&g);
+
+	snprintf(path, sizeof(path), "%s/queend.lock", dir);
+	unlink(path);
+	rmdir(dir);
+	return tap_done();
+}
