@@ -121,6 +121,11 @@ LANGUAGE plpgsql AS $$
 DECLARE
 	v uuid[];
 BEGIN
+	IF EXISTS (SELECT 1 FROM unnest(p_pid, p_queue) AS u (pid, q)
+		   WHERE u.pid IS NULL AND u.q IS NULL) THEN
+		RAISE EXCEPTION 'queen_push: unknown partition id and no queue name'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	INSERT INTO queen_queues (name, namespace, task, lease_time)
 	SELECT DISTINCT u.q, queen_name_namespace(u.q), queen_name_task(u.q), 60
 	FROM unnest(p_pid, p_queue) AS u (pid, q)

@@ -9,9 +9,10 @@
 -- where the saving is); kv ops and timers run bundle by bundle, in order.  The call commits
 -- only when every bundle may: the effect is that of the bundles run one after the other.
 -- Anything that is refused fails the whole call, and the broker then runs each bundle alone,
--- so that one bad bundle cannot fail the others.  Bundles of one call must not ack on the
--- same (partition, group) (the commit rule would judge their acks together, not in turn):
--- such a call is refused with QT002 before anything else is done.
+-- so that one bad bundle cannot fail the others.  Bundles of one call must not depend on
+-- each other's acks: two that ack on the same (partition, group) (the commit rule would
+-- judge their acks together, not in turn), or one that requires a lease another acks by
+-- (the ack may release it), make the call refuse itself with QT002 before it acks.
 --
 -- A call that must not commit RAISEs SQLSTATE QT001, which undoes everything the statement
 -- did (no subtransaction is paid for on the way that commits).  The message says what went
@@ -132,12 +133,16 @@ BEGIN
 				AND c.partition_id = u.pid AND c.group_name = g.g;
 		END IF;
 
-		IF v_nb > 1 AND EXISTS (
+		-- Bundles that would see each other's acks: the same cursor, or a lease one of
+		-- them requires and another acks by (and may release).
+		IF v_nb > 1 AND (EXISTS (
 			SELECT 1 FROM unnest(v_group, a_pid, a_bundle) AS u (g, pid, b)
 			GROUP BY coalesce(u.g, '__QUEUE_MODE__'), u.pid
-			HAVING count(DISTINCT u.b) > 1) THEN
+			HAVING count(DISTINCT u.b) > 1) OR (v_req AND EXISTS (
+			SELECT 1 FROM unnest(r_lease, r_bundle) AS r (l, b)
+			JOIN unnest(v_lease, a_bundle) AS u (l, b) ON u.l = r.l AND u.b <> r.b))) THEN
 			RAISE EXCEPTION USING ERRCODE = 'QT002',
-				MESSAGE = 'bundles of one call ack on the same cursor';
+				MESSAGE = 'bundles of one call depend on each other''s acks';
 		END IF;
 
 		SELECT array_agg(ROW('a', a.idx, a.success, NULL, NULL, a.partition_id, a.committed,
