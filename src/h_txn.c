@@ -32,6 +32,7 @@
 #include "metrics.h"
 #include "pindex.h"
 #include "qassert.h"
+#include "spool.h"
 #include "uuid.h"
 #include "workers.h"
 
@@ -742,6 +743,14 @@ h_txn_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 
 		uuid_v7(j->id);
 		rcs[i] = QE_OK;
+		if (!j->v.reason && j->np && spool_diverting()) {
+			/* Pushes go to the spool now (maintenance mode, or a spool draining):
+			 * storing these around it would reorder partitions, and a bundle cannot
+			 * be spooled (its acks need the database). */
+			rcs[i] = req_fail(rs[i], QE_DB, "transaction not applied: pushes are being "
+					  "spooled (maintenance mode or recovery), try again later");
+			continue;
+		}
 		if (!j->v.reason && (j->nslots || j->kv || j->timers || j->nreq)) {
 			who[m] = i;
 			jobs[m++] = j;
@@ -763,8 +772,10 @@ h_txn_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 	for (size_t i = 0; i < n; i++) {
 		struct txn_job *j = rs[i]->job;
 
-		if (rcs[i] != QE_OK)
+		if (rcs[i] != QE_OK && !rs[i]->err_msg)
 			rcs[i] = req_fail(rs[i], rcs[i], "transaction not applied: database unavailable");
+		else if (rcs[i] != QE_OK)
+			continue;
 		else if (j->v.reason)
 			render_failure(rs[i], j);
 		else

@@ -48,6 +48,24 @@ subtest 'a statement that fails: 200, db_error, nothing written' => sub {
 	is_true($b->{success}, 'the same bundle commits once the lock is gone');
 };
 
+subtest 'maintenance mode: a bundle with pushes is refused, one without is applied' => sub {
+	my ($s) = $q->post_json('/api/v1/system/maintenance', { enabled => jtrue });
+	is($s, 200, 'maintenance mode on');
+	my ($st, $b) = $q->post_json('/api/v1/transaction', { operations => [
+		{ type => 'push', queue => 'locked', transactionId => 'maint-1' } ] });
+	is($st, 503, 'pushes cannot be spooled inside a bundle: 503');
+	like($b->{error} // '', qr/spool/, "error: $b->{error}");
+	($st, $b) = $q->post_json('/api/v1/transaction',
+		{ kv => [ { op => 'put', ns => 'm', key => 'k', value => 1, forever => jtrue } ] });
+	is($st, 200, 'a bundle without pushes: 200');
+	is_true($b->{success}, 'applied');
+	($s) = $q->post_json('/api/v1/system/maintenance', { enabled => jfalse });
+	is($s, 200, 'maintenance mode off');
+	($st, $b) = $q->post_json('/api/v1/transaction', { operations => [
+		{ type => 'push', queue => 'locked', transactionId => 'maint-1' } ] });
+	is_true($b->{success}, 'the bundle commits once it is off');
+};
+
 subtest 'PostgreSQL unreachable: 503' => sub {
 	ok($pg->stop('immediate'), 'PostgreSQL stopped');
 	my $t0 = time;
@@ -66,7 +84,7 @@ subtest 'PostgreSQL unreachable: 503' => sub {
 	}, 60, 0.5);
 	is_true($r->{success}, 'transactions commit again');
 	my (undef, $d) = $q->get('/api/v1/resources/queues/locked/depth');
-	is($d->{totalMessages}, 3, 'the bundle refused during the outage was not stored');
+	is($d->{totalMessages}, 4, 'the bundle refused during the outage was not stored');
 };
 
 done_testing;
