@@ -21,18 +21,13 @@
 enum qe
 h_dlq_list(struct req *r, struct wk *w)
 {
-	const char *q = req_query(r, "queue"), *g = req_query(r, "consumerGroup");
-	int64_t limit = 100, offset = 0;
-	char lim[24], off[24];
-	const char *params[4] = { q && *q ? q : NULL, g && *g ? g : NULL, lim, off };
+	struct h_paging pg;
+	const char *params[4] = { req_query_set(r, "queue"), req_query_set(r, "consumerGroup"),
+				  pg.limit, pg.offset };
+	enum qe e = h_paging(r, 100, &pg);
 
-	if (req_query(r, "limit") && jio_parse_int(req_query(r, "limit"), 1, 1000, &limit) < 0)
-		return req_fail(r, QE_BAD_REQUEST, "limit must be an integer in [1, 1000]");
-	if (req_query(r, "offset") &&
-	    jio_parse_int(req_query(r, "offset"), 0, INT32_MAX, &offset) < 0)
-		return req_fail(r, QE_BAD_REQUEST, "offset must be a non-negative integer");
-	snprintf(lim, sizeof(lim), "%lld", (long long)limit);
-	snprintf(off, sizeof(off), "%lld", (long long)offset);
+	if (e != QE_OK)
+		return e;
 	return h_reply_sql_json(r, w, SQL_DLQ_LIST, params, "not found");
 }
 

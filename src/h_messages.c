@@ -13,18 +13,12 @@
 
 #define NOT_FOUND "Message not found"
 
-static const char *
-nonempty(const char *s)
-{
-	return s && *s ? s : NULL;
-}
-
 /* An ISO-8601 query parameter into buf (normalised), or NULL when absent; -1 when bad. */
 static int
 query_time(struct req *r, const char *key, char *buf, size_t len, const char **out,
 	   int64_t *ms)
 {
-	const char *v = nonempty(req_query(r, key));
+	const char *v = req_query_set(r, key);
 
 	*out = NULL;
 	if (!v)
@@ -41,9 +35,11 @@ h_messages_list(struct req *r, struct wk *w)
 {
 	static const char *const statuses[] = { "dead_letter", "completed", "processing",
 						"pending" };
-	const char *status = nonempty(req_query(r, "status")), *from, *to;
-	char from_buf[32], to_buf[32], lim[24], off[24];
-	int64_t limit = 200, offset = 0, from_ms = 0, to_ms = 0;
+	const char *status = req_query_set(r, "status"), *from, *to;
+	char from_buf[32], to_buf[32];
+	int64_t from_ms = 0, to_ms = 0;
+	struct h_paging pg;
+	enum qe e;
 	int known = 0;
 
 	for (size_t i = 0; status && i < ARRAY_LEN(statuses); i++)
@@ -57,17 +53,11 @@ h_messages_list(struct req *r, struct wk *w)
 		return req_fail(r, QE_BAD_REQUEST, "to must be an ISO-8601 timestamp");
 	if (from && to && from_ms > to_ms)
 		return req_fail(r, QE_BAD_REQUEST, "from must not be after to");
-	if (nonempty(req_query(r, "limit")) &&
-	    jio_parse_int(req_query(r, "limit"), 1, 1000, &limit) < 0)
-		return req_fail(r, QE_BAD_REQUEST, "limit must be an integer in [1, 1000]");
-	if (nonempty(req_query(r, "offset")) &&
-	    jio_parse_int(req_query(r, "offset"), 0, INT32_MAX - 1001, &offset) < 0)
-		return req_fail(r, QE_BAD_REQUEST, "offset must be a non-negative integer");
-	snprintf(lim, sizeof(lim), "%lld", (long long)limit);
-	snprintf(off, sizeof(off), "%lld", (long long)offset);
+	if ((e = h_paging(r, 200, &pg)) != QE_OK)
+		return e;
 
-	const char *params[7] = { nonempty(req_query(r, "queue")),
-				  nonempty(req_query(r, "partition")), status, from, to, lim, off };
+	const char *params[7] = { req_query_set(r, "queue"), req_query_set(r, "partition"),
+				  status, from, to, pg.limit, pg.offset };
 
 	return h_reply_sql_json(r, w, SQL_MESSAGES_LIST, params, "not found");
 }

@@ -120,17 +120,12 @@ h_status(struct req *r, struct wk *w)
 enum qe
 h_status_queues(struct req *r, struct wk *w)
 {
-	const char *ns = req_query(r, "namespace"), *task = req_query(r, "task");
-	int64_t limit = 100, offset = 0;
-	char lim[24], off[24];
-	const char *params[4] = { ns && *ns ? ns : NULL, task && *task ? task : NULL, lim, off };
+	struct h_paging pg;
+	const char *params[4] = { req_query_set(r, "namespace"), req_query_set(r, "task"),
+				  pg.limit, pg.offset };
+	enum qe e = h_paging(r, 100, &pg);
 
-	if (req_query(r, "limit") && jio_parse_int(req_query(r, "limit"), 1, 1000, &limit) < 0)
-		return req_fail(r, QE_BAD_REQUEST, "limit must be an integer in [1, 1000]");
-	if (req_query(r, "offset") &&
-	    jio_parse_int(req_query(r, "offset"), 0, INT32_MAX, &offset) < 0)
-		return req_fail(r, QE_BAD_REQUEST, "offset must be a non-negative integer");
-	snprintf(lim, sizeof(lim), "%lld", (long long)limit);
-	snprintf(off, sizeof(off), "%lld", (long long)offset);
+	if (e != QE_OK)
+		return e;
 	return h_reply_sql_json(r, w, SQL_STATUS_QUEUES, params, "not found");
 }

@@ -6,8 +6,19 @@
 #include "errors.h"
 #include "sqlstmt.h"
 
+#include <stdint.h>
+
 struct req;
 struct wk;
+
+/* limit and offset of a listing route, as statement parameters: limit in [1, 1000]
+ * (default def_limit), offset >= 0 (default 0). A bad value is a 400 naming it. */
+struct h_paging {
+	char limit[24];
+	char offset[24];
+};
+
+enum qe h_paging(struct req *r, int64_t def_limit, struct h_paging *out);
 
 enum qe h_reply_sql_json(struct req *r, struct wk *w, enum sql_id id, const char *const *params,
 			 const char *not_found);

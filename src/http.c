@@ -102,6 +102,14 @@ req_query(const struct req *r, const char *key)
 }
 
 const char *
+req_query_set(const struct req *r, const char *key)
+{
+	const char *v = req_query(r, key);
+
+	return v && *v ? v : NULL;
+}
+
+const char *
 req_param(const struct req *r, int i)
 {
 	QASSERT(i >= 0 && i < r->nparams);

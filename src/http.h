@@ -75,6 +75,8 @@ void http_finish(struct req *r, enum qe e);
 
 /* Query string value, or NULL. */
 const char *req_query(const struct req *r, const char *key);
+/* Query string value, or NULL when absent or empty (an empty filter means no filter). */
+const char *req_query_set(const struct req *r, const char *key);
 /* Path parameter i (0-based), never NULL for a matched route. */
 const char *req_param(const struct req *r, int i);
 
