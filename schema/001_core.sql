@@ -54,9 +54,6 @@ CREATE TABLE queen_partitions (
 	created_at			timestamptz NOT NULL DEFAULT now(),
 	UNIQUE (queue_id, name)
 );
--- Every push updates its partition rows (next_offset, last_created_at; no indexed column):
--- leave room on the page so the update stays HOT.
-ALTER TABLE queen_partitions SET (fillfactor = 50);
 
 CREATE TABLE queen_segments (
 	partition_id			uuid NOT NULL,
@@ -70,8 +67,6 @@ CREATE TABLE queen_segments (
 	producer_subs			text[],		-- NULL array = every element NULL
 	PRIMARY KEY (partition_id, base_offset)
 );
--- Segments are never updated: pack the pages.
-ALTER TABLE queen_segments SET (fillfactor = 100);
 -- No index on created_at: it is monotone along offsets, so a time is found by binary search
 -- over the primary key (queen_offset_at), and every push spares a random index insert.
 
@@ -88,7 +83,6 @@ CREATE TABLE queen_cursors (
 	updated_at			timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (partition_id, group_name)
 );
-ALTER TABLE queen_cursors SET (fillfactor = 70);
 -- Lease extend finds every partition of one pop by lease id.
 CREATE INDEX queen_cursors_lease ON queen_cursors (lease_id) WHERE lease_id IS NOT NULL;
 

@@ -3,7 +3,8 @@
 -- The broker generates message and lease ids (UUIDv7) and passes them in; it caches ids, log
 -- ends and cursors (the partition index), but every decision is taken here, under row locks:
 --   * push allocates offsets under the partition row lock (partitions locked in id order),
---     probes dedup and writes one segment per (partition, chunk of 1000) with set-based SQL;
+--     claims dedup keys and writes one segment per partition (passes of at most 1000 items)
+--     with set-based SQL;
 --   * pop claims cursor rows with FOR UPDATE SKIP LOCKED, so claims never wait;
 --   * ack locks the cursor rows it moves (in (partition, group) order) and applies the commit
 --   rule of SPEC.md 6 / 21.
@@ -178,7 +179,6 @@ DECLARE
 	v_skip bool[];		-- not written: in-call repeat or committed duplicate
 	v_dmid uuid[];		-- id of the committed message it duplicates
 	v_doff bigint[];
-	v_lpid uuid[];
 	v_nkeys int;
 	v_acc int;
 	v_try int := 0;
@@ -239,9 +239,8 @@ BEGIN
 		-- whatever the snapshot: a key live within its window is not claimed (its item
 		-- is a duplicate), an expired one is taken over.  Offsets assume no committed
 		-- duplicate; the slow path below corrects them.
-		SELECT array_agg(l.id) INTO v_lpid
-		FROM (SELECT p.id FROM queen_partitions p WHERE p.id = ANY (v_pid)
-		      ORDER BY p.id FOR UPDATE) l;
+		PERFORM 1 FROM (SELECT p.id FROM queen_partitions p WHERE p.id = ANY (v_pid)
+				ORDER BY p.id FOR UPDATE) l;
 		WITH r AS (
 			SELECT u.pid, u.mid, u.key,
 			       row_number() OVER (PARTITION BY u.pid ORDER BY u.o) - 1 AS rel

@@ -193,8 +193,8 @@ BEGIN
 					(SELECT jsonb_agg(e.v || jsonb_build_object(
 							'index', p_base[b] + v_nkv[b] + e.o - 1,
 							'type', 'timer', 'timerIndex', e.o - 1) ORDER BY e.o)
-					 FROM jsonb_array_elements(v_res) WITH ORDINALITY AS e (v, o))::text
-				       )::queen_txn_row;
+					 FROM jsonb_array_elements(v_res)
+						WITH ORDINALITY AS e (v, o))::text)::queen_txn_row;
 	END LOOP;
 
 	IF v_np > 0 THEN
@@ -203,13 +203,15 @@ BEGIN
 					       x.queue_id, x.partition_id, x.log_end, NULL, NULL,
 					       NULL, NULL, NULL, NULL)::queen_txn_row ORDER BY x.idx),
 		       (array_agg(x.idx ORDER BY x.idx) FILTER (WHERE x.status <> 'queued'))[1],
-		       (array_agg(x.message_id ORDER BY x.idx) FILTER (WHERE x.status <> 'queued'))[1]
+		       (array_agg(x.message_id ORDER BY x.idx)
+			FILTER (WHERE x.status <> 'queued'))[1]
 		INTO v_rows, v_fi, v_fmid
 		FROM queen_push(p_pid, p_queue, p_partition, p_id, p_txn, p_trace, p_payload,
 				NULL) x;
 		IF v_fi IS NOT NULL THEN
 			RAISE EXCEPTION USING ERRCODE = 'QT001',
-				MESSAGE = format('push item %s is a duplicate of message %s', v_fi, v_fmid),
+				MESSAGE = format('push item %s is a duplicate of message %s', v_fi,
+						 v_fmid),
 				DETAIL = jsonb_build_object('reason', 'duplicate', 'pushIndex', v_fi,
 							    'messageId', v_fmid);
 		END IF;

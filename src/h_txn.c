@@ -6,9 +6,10 @@
  * Group commit, as for pushes: a worker takes the bundles of every transaction request
  * waiting and sends them in ONE call, whose acks and pushes queen_txn merges into one
  * queen_ack and one queen_push. That call commits only if every bundle may; if it does not
- * (one bundle is refused, or two ack on the same cursor), each bundle is run again alone and
- * gets its own verdict. A refusal is rare in a healthy pipeline, so most bundles cost a share
- * of one round trip and one commit.
+ * (one bundle is refused, or two depend on each other's acks), each bundle is run again alone
+ * and gets its own verdict. A refusal is rare in a healthy pipeline, so most bundles cost a
+ * share of one round trip and one commit. The effect is that of the bundles run one after the
+ * other, in arrival order.
  *
  * A verdict that undoes the bundle (duplicate push, rejected ack, lost kv precondition) is
  * raised by SQL as SQLSTATE QT001 with a JSON detail. That is an answer, not a database
@@ -42,7 +43,7 @@
 #include <string.h>
 
 #define TXN_VERDICT_STATE "QT001"	/* schema/006: the call must not commit */
-#define TXN_REGROUP_STATE "QT002"	/* schema/006: bundles of one call share a cursor */
+#define TXN_REGROUP_STATE "QT002"	/* schema/006: bundles of one call depend on each other */
 #define TXN_PARAMS 19			/* parameters of queen_txn */
 #define TXN_TRIES 2			/* a deadlock or serialization failure: once more */
 
@@ -187,8 +188,8 @@ count_ops(struct req *r, json_t *ops, struct txn_job *j)
 		if (jio_field(op, "type", JIO_STRING, &type, err, sizeof(err)) < 0)
 			return req_fail(r, QE_BAD_BODY, "operations[%zu]: %s", i, err);
 		if (!type)
-			return req_fail(r, QE_BAD_BODY, "operations[%zu]: type is required: push or ack",
-					i);
+			return req_fail(r, QE_BAD_BODY,
+					"operations[%zu]: type is required: push or ack", i);
 		if (strcmp(json_string_value(type), "ack") == 0) {
 			j->na++;
 			continue;
@@ -583,8 +584,8 @@ note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 			it->status = "queued";
 			snprintf(it->message_id, sizeof(it->message_id), "%s",
 				 PQgetvalue(res, row, 3));
-			pidx_learn(PQgetvalue(res, row, 4), it->queue, NULL, NULL, pid, it->partition,
-				   atoll(PQgetvalue(res, row, 6)));
+			pidx_learn(PQgetvalue(res, row, 4), it->queue, NULL, NULL, pid,
+				   it->partition, atoll(PQgetvalue(res, row, 6)));
 			queued++;
 			for (q = 0; q < nq && strcmp(wq[q].queue, it->queue) != 0; q++)
 				;
@@ -747,8 +748,9 @@ h_txn_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 			/* Pushes go to the spool now (maintenance mode, or a spool draining):
 			 * storing these around it would reorder partitions, and a bundle cannot
 			 * be spooled (its acks need the database). */
-			rcs[i] = req_fail(rs[i], QE_DB, "transaction not applied: pushes are being "
-					  "spooled (maintenance mode or recovery), try again later");
+			rcs[i] = req_fail(rs[i], QE_DB, "transaction not applied: pushes are "
+					  "being spooled (maintenance mode or recovery), try again "
+					  "later");
 			continue;
 		}
 		if (!j->v.reason && (j->nslots || j->kv || j->timers || j->nreq)) {
@@ -773,7 +775,8 @@ h_txn_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 		struct txn_job *j = rs[i]->job;
 
 		if (rcs[i] != QE_OK && !rs[i]->err_msg)
-			rcs[i] = req_fail(rs[i], rcs[i], "transaction not applied: database unavailable");
+			rcs[i] = req_fail(rs[i], rcs[i],
+					  "transaction not applied: database unavailable");
 		else if (rcs[i] != QE_OK)
 			continue;
 		else if (j->v.reason)
