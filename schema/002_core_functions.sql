@@ -127,27 +127,39 @@ BEGIN
 		RAISE EXCEPTION 'queen_push: unknown partition id and no queue name'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	-- Each statement resolves the names once each, as plain C-collated columns of a
+	-- materialized CTE: then a join on them is an index condition on (queue_id, name),
+	-- whatever the planner believes about the table's size.
+	WITH w AS MATERIALIZED (
+		SELECT DISTINCT u.qn COLLATE "C" AS qn
+		FROM unnest(p_pid, p_queue) AS u (pid, qn) WHERE u.pid IS NULL)
 	INSERT INTO queen_queues (name, namespace, task, lease_time)
-	SELECT DISTINCT u.q, queen_name_namespace(u.q), queen_name_task(u.q), 60
-	FROM unnest(p_pid, p_queue) AS u (pid, q)
-	WHERE u.pid IS NULL AND NOT EXISTS (SELECT 1 FROM queen_queues x WHERE x.name = u.q)
+	SELECT w.qn, queen_name_namespace(w.qn), queen_name_task(w.qn), 60
+	FROM w
+	WHERE NOT EXISTS (SELECT 1 FROM queen_queues x WHERE x.name = w.qn)
 	ORDER BY 1
 	ON CONFLICT (name) DO NOTHING;
 
+	WITH w AS MATERIALIZED (
+		SELECT DISTINCT u.qn COLLATE "C" AS qn, coalesce(u.pn, 'Default') COLLATE "C" AS pn
+		FROM unnest(p_pid, p_queue, p_partition) AS u (pid, qn, pn) WHERE u.pid IS NULL)
 	INSERT INTO queen_partitions (queue_id, name)
-	SELECT DISTINCT q.id, coalesce(u.pn, 'Default')
-	FROM unnest(p_pid, p_queue, p_partition) AS u (pid, qn, pn)
-	JOIN queen_queues q ON q.name = u.qn
-	WHERE u.pid IS NULL AND NOT EXISTS (
-		SELECT 1 FROM queen_partitions x
-		WHERE x.queue_id = q.id AND x.name = coalesce(u.pn, 'Default'))
+	SELECT q.id, w.pn
+	FROM w JOIN queen_queues q ON q.name = w.qn
+	WHERE NOT EXISTS (SELECT 1 FROM queen_partitions x WHERE x.queue_id = q.id AND x.name = w.pn)
 	ORDER BY 1, 2
 	ON CONFLICT (queue_id, name) DO NOTHING;
 
-	SELECT array_agg(coalesce(u.pid, p.id) ORDER BY u.o) INTO v
+	WITH w AS MATERIALIZED (
+		SELECT DISTINCT u.qn COLLATE "C" AS qn, coalesce(u.pn, 'Default') COLLATE "C" AS pn
+		FROM unnest(p_pid, p_queue, p_partition) AS u (pid, qn, pn) WHERE u.pid IS NULL),
+	r AS MATERIALIZED (
+		SELECT w.qn, w.pn, p.id
+		FROM w JOIN queen_queues q ON q.name = w.qn
+		JOIN queen_partitions p ON p.queue_id = q.id AND p.name = w.pn)
+	SELECT array_agg(coalesce(u.pid, r.id) ORDER BY u.o) INTO v
 	FROM unnest(p_pid, p_queue, p_partition) WITH ORDINALITY AS u (pid, qn, pn, o)
-	LEFT JOIN queen_queues q ON u.pid IS NULL AND q.name = u.qn
-	LEFT JOIN queen_partitions p ON p.queue_id = q.id AND p.name = coalesce(u.pn, 'Default');
+	LEFT JOIN r ON u.pid IS NULL AND r.qn = u.qn AND r.pn = coalesce(u.pn, 'Default');
 	RETURN v;
 END
 $$;

@@ -29,7 +29,36 @@ struct maint_task {
 	int64_t next_ms;
 };
 
+/* Planner statistics of the small, fast-growing tables. The hot functions are PL/pgSQL,
+ * whose cached plans are made from the statistics of the moment: plans made while
+ * queen_partitions looked empty scan a queue's partitions where they should probe one. A
+ * fresh ANALYZE whenever the number of partitions has doubled (autovacuum comes only once a
+ * minute) invalidates those plans and keeps them right as a deployment grows. */
+static long stats_partitions = -1;
+
+static int64_t
+stats_interval_ms(void)
+{
+	return 500;
+}
+
+static void
+stats_refresh(struct dbconn *db)
+{
+	long n = pidx_partitions_learned();
+	PGresult *res;
+
+	if (stats_partitions >= 0 && n < 2 * stats_partitions + 64)
+		return;
+	if (db_exec(db, SQL_ANALYZE, NULL, &res) == QE_OK) {
+		PQclear(res);
+		stats_partitions = n;
+		log_debug("planner statistics refreshed at %ld partitions", n);
+	}
+}
+
 static struct maint_task maint_tasks[] = {
+	{ "stats", stats_interval_ms, stats_refresh, 0 },
 	{ "kv_prune", kv_prune_interval_ms, kv_prune, 0 },
 	{ "timers", timers_interval_ms, timers_sweep, 0 },
 	{ "retention", retention_interval_ms, retention_run, 0 },

@@ -58,6 +58,7 @@ struct pq_queue {
 static struct cds_lfht *ht_queues, *ht_parts, *ht_ids;
 static pthread_mutex_t pidx_write_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t pidx_key[16];
+static _Atomic long pidx_learned;
 
 static uint64_t
 hash_str(const char *s)
@@ -350,6 +351,7 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 		for (int i = 0; i < PIDX_GROUP_SLOTS; i++)
 			atomic_store(&p->slots[i].committed, -1);
 		cds_lfht_add(ht_ids, hash_str(pid), &p->by_id);
+		atomic_fetch_add(&pidx_learned, 1);
 		cds_lfht_add(ht_parts, hash_pair(queue, partition), &p->by_name);
 		grown = malloc(sizeof(*grown) + (old->n + 1) * sizeof(grown->p[0]));
 		QASSERT(grown != NULL);
@@ -381,6 +383,12 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 	}
 	urcu_memb_read_unlock();
 	pthread_mutex_unlock(&pidx_write_mu);
+}
+
+long
+pidx_partitions_learned(void)
+{
+	return atomic_load(&pidx_learned);
 }
 
 int

@@ -45,6 +45,8 @@ int pidx_queue_of(const char *pid, char *queue, size_t len);
 /* Namespace and task of a known queue (copied into the buffers); 0 when unknown. */
 int pidx_queue_labels(const char *queue, char *ns, size_t nslen, char *task, size_t tasklen);
 void pidx_forget_queue(const char *queue);
+/* Partitions the index has learned since start (never decreases). */
+long pidx_partitions_learned(void);
 
 /* Calls fn for every known queue with its partition count and the number of offsets its
  * partitions have allocated (messages ever stored), as last seen. fn must not block. */
