@@ -1,0 +1,59 @@
+/* Unit tests of jscan: grammar checks, string decoding, raw spans, object walking. */
+#include "jscan.h"
+#include "tap.h"
+
+static int
+valid(const char *text)
+{
+	struct jscan s;
+
+	js_init(&s, text, strlen(text));
+	return js_skip(&s, NULL, NULL) == 0 && js_end(&s) == 0;
+}
+
+int
+main(void)
+{
+	struct jscan s;
+	char buf[64], key[16];
+	size_t len, klen;
+	const char *span;
+	int first = 1, n = 0;
+
+	ok(valid("{\"a\":[1,2.5e-3,true,false,null,\"x\"],\"b\":{}}"), "a nested document");
+	ok(valid(" -0 "), "negative zero with white space");
+	ok(!valid("[1,]"), "trailing comma in an array");
+	ok(!valid("{\"a\":1,}"), "trailing comma in an object");
+	ok(!valid("01"), "leading zero");
+	ok(!valid("1."), "fraction without digits");
+	ok(!valid("\"a\tb\""), "raw tab in a string");
+	ok(!valid("\"\\x\""), "unknown escape");
+	ok(!valid("\"\xc3\x28\""), "invalid UTF-8");
+	ok(!valid("\"\xed\xa0\x80\""), "UTF-8 encoded surrogate");
+	ok(!valid("\"\\ud800\""), "unpaired surrogate escape");
+	ok(!valid("tru"), "cut literal");
+	ok(!valid("{} {}"), "two values");
+	ok(!valid("{\"a\" 1}"), "missing colon");
+	ok(valid("\"\xe2\x82\xac \\u00e9 \\ud83d\\ude00\""), "UTF-8 and escapes");
+
+	js_init(&s, "\"a\\u00e9\\n\\u0000z\"", 19);
+	ok(js_string(&s, buf, &len) == 0, "decode a string");
+	is_int(len, 6, "decoded length counts the NUL");
+	ok(memcmp(buf, "a\xc3\xa9\n\0z", 6) == 0, "decoded bytes");
+
+	js_init(&s, "{ \"k1\" : [1, {\"x\":2}] , \"k2\":\"v\" }", 33);
+	ok(js_begin(&s, '{') == 0, "object begins");
+	while (js_next(&s, '}', &first, key, sizeof(key), &klen) == 1) {
+		n++;
+		if (strcmp(key, "k1") == 0) {
+			ok(js_skip(&s, &span, &len) == 0, "skip the array value");
+			ok(len == strlen("[1, {\"x\":2}]") && memcmp(span, "[1, {\"x\":2}]", len) == 0,
+			   "raw span of it");
+		} else {
+			ok(js_string(&s, buf, &len) == 0 && strcmp(buf, "v") == 0, "string member");
+		}
+	}
+	is_int(n, 2, "two members");
+	ok(js_end(&s) == 0, "nothing after");
+	return tap_done();
+}
