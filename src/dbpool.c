@@ -99,7 +99,10 @@ db_setup(struct dbconn *c)
 	char sql[128];
 	PGresult *res;
 
-	snprintf(sql, sizeof(sql), "SET statement_timeout = %lld",
+	/* Pushes do not NOTIFY inside their transaction (a NOTIFY takes a database-wide lock
+	 * until commit, which would serialise every push): the maintenance thread sends one
+	 * notification for many pushes after they committed (maint.c). */
+	snprintf(sql, sizeof(sql), "SET statement_timeout = %lld; SET queen.push_notify = off",
 		 (long long)qconf.stmt_timeout_ms);
 	res = PQexec(c->pg, sql);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {

@@ -125,7 +125,7 @@ replay(struct req *r, struct wk *w, const char *id, const char *pid, const char 
 		      "transaction_id", PQgetvalue(res, 0, 9), "queueName", PQgetvalue(res, 0, 7),
 		      "status", PQgetvalue(res, 0, 2), "dlqRowRemoved", moved);
 	QASSERT(o != NULL);
-	pidx_learn(PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 7), NULL, NULL, PQgetvalue(res, 0, 5),
+	pidx_pushed(PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 7), PQgetvalue(res, 0, 5),
 		   PQgetvalue(res, 0, 8), atoll(PQgetvalue(res, 0, 6)));
 	metrics_pushed(moved, !moved);
 	if (moved)

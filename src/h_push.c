@@ -9,6 +9,7 @@
 #include "h_push.h"
 #include "dbpool.h"
 #include "http.h"
+#include "jscan.h"
 #include "jsonio.h"
 #include "log.h"
 #include "longpoll.h"
@@ -27,6 +28,7 @@
 struct push_job {
 	size_t n;
 	struct push_item *items;
+	char *arena;		/* decoded strings and payload texts of the items */
 };
 
 static void
@@ -36,10 +38,33 @@ push_job_free(void *p)
 
 	if (!j)
 		return;
-	for (size_t i = 0; i < j->n; i++)
-		free(j->items[i].payload);
 	free(j->items);
+	free(j->arena);
 	free(j);
+}
+
+/* The rules of SPEC 4 on an item's extracted fields, whichever parser extracted them. The
+ * lengths are the decoded string lengths, so a NUL inside (\u0000) is caught. */
+static enum qe
+check_item(struct req *r, const char *list, size_t i, const struct push_item *it, size_t qlen,
+	   size_t plen, size_t tlen, size_t trlen)
+{
+	if (!it->queue || qlen == 0)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: queue is required", list, i);
+	if (plen == 0)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: partition must not be empty", list, i);
+	if (jio_has_ctl(it->queue) || jio_has_ctl(it->partition) ||
+	    (it->txn && jio_has_ctl(it->txn)) || strlen(it->queue) != qlen ||
+	    strlen(it->partition) != plen || (it->txn && strlen(it->txn) != tlen))
+		return req_fail(r, QE_BAD_BODY,
+				"%s[%zu]: control characters in queue, partition or transactionId",
+				list, i);
+	if (it->txn && (tlen == 0 || tlen > TXN_MAX))
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: transactionId must be 1 to %d bytes", list,
+				i, TXN_MAX);
+	if (it->trace && strlen(it->trace) != trlen)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: traceId holds a NUL character", list, i);
+	return QE_OK;
 }
 
 enum qe
@@ -47,7 +72,9 @@ h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it, struct 
 {
 	char err[128];
 	json_t *q, *p, *t, *tr, *payload;
+	enum qe e;
 
+	out->payload = NULL;
 	if (!json_is_object(it))
 		return req_fail(r, QE_BAD_BODY, "%s[%zu] must be an object", list, i);
 	if (jio_field(it, "queue", JIO_STRING, &q, err, sizeof(err)) < 0 ||
@@ -55,26 +82,15 @@ h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it, struct 
 	    jio_field(it, "transactionId", JIO_STRING, &t, err, sizeof(err)) < 0 ||
 	    jio_field(it, "traceId", JIO_STRING, &tr, err, sizeof(err)) < 0)
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: %s", list, i, err);
-	if (!q || json_string_length(q) == 0)
-		return req_fail(r, QE_BAD_BODY, "%s[%zu]: queue is required", list, i);
-	out->queue = json_string_value(q);
+	out->queue = q ? json_string_value(q) : NULL;
 	out->partition = p ? json_string_value(p) : "Default";
-	if (p && json_string_length(p) == 0)
-		return req_fail(r, QE_BAD_BODY, "%s[%zu]: partition must not be empty", list, i);
 	out->txn = t ? json_string_value(t) : NULL;
 	out->trace = tr ? json_string_value(tr) : NULL;
-	if (jio_has_ctl(out->queue) || jio_has_ctl(out->partition) ||
-	    (out->txn && jio_has_ctl(out->txn)) || strlen(out->queue) != json_string_length(q) ||
-	    (p && strlen(out->partition) != json_string_length(p)))
-		return req_fail(r, QE_BAD_BODY,
-				"%s[%zu]: control characters in queue, partition or transactionId",
-				list, i);
-	if (t && (json_string_length(t) == 0 || json_string_length(t) > TXN_MAX ||
-		  strlen(out->txn) != json_string_length(t)))
-		return req_fail(r, QE_BAD_BODY,
-				"%s[%zu]: transactionId must be 1 to %d bytes", list, i, TXN_MAX);
-	if (out->trace && strlen(out->trace) != json_string_length(tr))
-		return req_fail(r, QE_BAD_BODY, "%s[%zu]: traceId holds a NUL character", list, i);
+	e = check_item(r, list, i, out, q ? json_string_length(q) : 0,
+		       p ? json_string_length(p) : 7, t ? json_string_length(t) : 0,
+		       tr ? json_string_length(tr) : 0);
+	if (e != QE_OK)
+		return e;
 	payload = json_object_get(it, "payload");
 	if (!payload)
 		payload = json_object_get(it, "data");
@@ -84,30 +100,154 @@ h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it, struct 
 	return QE_OK;
 }
 
-enum qe
-h_push_prepare(struct req *r)
+/* Decodes the string (or null) member value at the scanner into the arena. */
+static int
+scan_opt_string(struct jscan *s, char **arena, const char **out, size_t *len)
 {
-	json_t *items = json_is_object(r->json) ? json_object_get(r->json, "items") : NULL;
-	struct push_job *j;
+	enum js_type t = js_peek(s);
 
-	if (!json_is_object(r->json))
-		return req_fail(r, QE_BAD_BODY, "expected an object with an items array");
-	if (!json_is_array(items))
-		return req_fail(r, QE_BAD_BODY, "items must be an array");
-	j = calloc(1, sizeof(*j));
-	QASSERT(j != NULL);
-	r->job = j;
-	r->job_free = push_job_free;
-	j->items = calloc(json_array_size(items) + 1, sizeof(*j->items));
+	if (t == JS_NULL) {
+		*out = NULL;
+		*len = 0;
+		return js_skip(s, NULL, NULL) < 0 ? -1 : 0;
+	}
+	if (t != JS_STRING)
+		return 1;
+	if (js_string(s, *arena, len) < 0)
+		return -1;
+	*out = *arena;
+	*arena += *len + 1;
+	return 0;
+}
+
+/* Scans one item object of the push body into it, strings decoded into the arena and the
+ * payload copied there as the client wrote it (valid JSON text, checked by the scanner). */
+static enum qe
+scan_item(struct req *r, struct jscan *s, size_t i, char **arena, struct push_item *it)
+{
+	static const char *const names[] = { "queue", "partition", "transactionId", "traceId" };
+	const char **fields[] = { &it->queue, &it->partition, &it->txn, &it->trace };
+	size_t lens[4] = { 0, 7, 0, 0 }, klen, plen = 0;
+	const char *payload = NULL, *data = NULL, *span;
+	size_t dlen = 0, len;
+	char key[24];
+	int first = 1, rc;
+
+	memset(it, 0, sizeof(*it));
+	it->partition = "Default";
+	if (js_peek(s) != JS_OBJECT)
+		return req_fail(r, QE_BAD_BODY, "items[%zu] must be an object", i);
+	js_begin(s, '{');
+	while ((rc = js_next(s, '}', &first, key, sizeof(key), &klen)) == 1) {
+		int k;
+
+		for (k = 0; k < 4 && strcmp(key, names[k]) != 0; k++)
+			;
+		if (k < 4) {
+			int bad = scan_opt_string(s, arena, fields[k], &lens[k]);
+
+			if (bad < 0)
+				return QE_BAD_BODY;
+			if (bad > 0)
+				return req_fail(r, QE_BAD_BODY, "items[%zu]: %s must be a string", i,
+						names[k]);
+			if (k == 1 && !it->partition) {
+				it->partition = "Default";
+				lens[1] = 7;
+			}
+			continue;
+		}
+		if (js_skip(s, &span, &len) < 0)
+			return QE_BAD_BODY;
+		if (strcmp(key, "payload") == 0) {
+			payload = span;
+			plen = len;
+		} else if (strcmp(key, "data") == 0) {
+			data = span;
+			dlen = len;
+		}
+	}
+	if (rc < 0)
+		return QE_BAD_BODY;
+	if (!payload) {
+		payload = data ? data : "null";
+		plen = data ? dlen : 4;
+	}
+	memcpy(*arena, payload, plen);
+	(*arena)[plen] = '\0';
+	it->payload = *arena;
+	*arena += plen + 1;
+	return check_item(r, "items", i, it, lens[0], lens[1], lens[2], lens[3]);
+}
+
+static enum qe
+scan_items(struct req *r, struct jscan *s, struct push_job *j)
+{
+	size_t cap = 16;
+	char *arena = j->arena;
+	int first = 1, rc;
+
+	j->items = calloc(cap, sizeof(*j->items));
 	QASSERT(j->items != NULL);
-	for (size_t i = 0; i < json_array_size(items); i++) {
-		enum qe e = h_push_parse_item(r, "items", i, json_array_get(items, i),
-					      &j->items[j->n]);
+	js_begin(s, '[');
+	while ((rc = js_next(s, ']', &first, NULL, 0, NULL)) == 1) {
+		enum qe e;
 
+		if (j->n == cap) {
+			cap *= 2;
+			j->items = realloc(j->items, cap * sizeof(*j->items));
+			QASSERT(j->items != NULL);
+		}
+		e = scan_item(r, s, j->n, &arena, &j->items[j->n]);
 		if (e != QE_OK)
 			return e;
 		j->n++;
 	}
+	return rc < 0 ? QE_BAD_BODY : QE_OK;
+}
+
+enum qe
+h_push_prepare(struct req *r)
+{
+	struct push_job *j = calloc(1, sizeof(*j));
+	struct jscan s;
+	char key[16];
+	size_t klen;
+	int first = 1, found = 0, rc = 0;
+	enum qe e = QE_OK;
+
+	QASSERT(j != NULL);
+	r->job = j;
+	r->job_free = push_job_free;
+	/* Every decoded string and payload copy is at most as long as its text in the body,
+	 * and they do not overlap: twice the body is room for them and their NULs. */
+	j->arena = malloc(2 * r->body.len + 16);
+	QASSERT(j->arena != NULL);
+	js_init(&s, r->body.buf ? r->body.buf : "", r->body.len);
+	if (js_peek(&s) != JS_OBJECT)
+		e = req_fail(r, QE_BAD_BODY, "expected an object with an items array");
+	else
+		js_begin(&s, '{');
+	while (e == QE_OK && (rc = js_next(&s, '}', &first, key, sizeof(key), &klen)) == 1) {
+		if (strcmp(key, "items") != 0 || found) {
+			if (js_skip(&s, NULL, NULL) < 0)
+				e = QE_BAD_BODY;
+			continue;
+		}
+		found = 1;
+		if (js_peek(&s) != JS_ARRAY)
+			e = req_fail(r, QE_BAD_BODY, "items must be an array");
+		else
+			e = scan_items(r, &s, j);
+	}
+	if (e == QE_OK && (rc < 0 || js_end(&s) < 0))
+		e = QE_BAD_BODY;
+	if (e == QE_OK && !found)
+		e = req_fail(r, QE_BAD_BODY, "items must be an array");
+	if (e == QE_BAD_BODY && s.err && !r->err_msg)
+		req_fail(r, QE_BAD_BODY, "%s at byte %zu", s.err, s.err_at);
+	if (e != QE_OK)
+		return e;
 	r->weight = j->n ? j->n : 1;
 	return QE_OK;
 }
@@ -159,12 +299,13 @@ note_result(PGresult *res, struct push_item *const *items, size_t n)
 
 		QASSERT(it != NULL);
 		it->status = strcmp(status, "queued") == 0 ? "queued" : "duplicate";
-		snprintf(it->message_id, sizeof(it->message_id), "%s", PQgetvalue(res, row, 2));
+		memcpy(it->message_id, PQgetvalue(res, row, 2), UUID_STR_LEN - 1);
+		it->message_id[UUID_STR_LEN - 1] = '\0';
 		if (it->status[0] == 'q')
 			queued++;
 		else
 			dup++;
-		pidx_learn(PQgetvalue(res, row, 3), it->queue, NULL, NULL, PQgetvalue(res, row, 4),
+		pidx_pushed(PQgetvalue(res, row, 3), it->queue, PQgetvalue(res, row, 4),
 			   it->partition, atoll(PQgetvalue(res, row, 6)));
 		if (it->status[0] != 'q')
 			continue;
@@ -211,12 +352,18 @@ render(struct req *r)
 	for (size_t i = 0; i < j->n; i++) {
 		struct push_item *it = &j->items[i];
 
-		sb_addf(&sb, "%s{\"index\":%zu,\"message_id\":\"%s\",\"transaction_id\":",
-			i ? "," : "", i, it->message_id);
+		/* No printf here: this runs for every item of every push. */
+		sb_adds(&sb, i ? ",{\"index\":" : "{\"index\":");
+		sb_add_i64(&sb, (int64_t)i);
+		sb_adds(&sb, ",\"message_id\":\"");
+		sb_adds(&sb, it->message_id);
+		sb_adds(&sb, "\",\"transaction_id\":");
 		sb_add_jstr(&sb, it->txn ? it->txn : it->id);
 		sb_adds(&sb, ",\"queueName\":");
 		sb_add_jstr(&sb, it->queue);
-		sb_addf(&sb, ",\"status\":\"%s\"", it->status);
+		sb_adds(&sb, ",\"status\":\"");
+		sb_adds(&sb, it->status);
+		sb_addc(&sb, '"');
 		if (it->error) {
 			sb_adds(&sb, ",\"error\":");
 			sb_add_jstr(&sb, it->error);

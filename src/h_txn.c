@@ -584,7 +584,7 @@ note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 			it->status = "queued";
 			snprintf(it->message_id, sizeof(it->message_id), "%s",
 				 PQgetvalue(res, row, 3));
-			pidx_learn(PQgetvalue(res, row, 4), it->queue, NULL, NULL, pid,
+			pidx_pushed(PQgetvalue(res, row, 4), it->queue, pid,
 				   it->partition, atoll(PQgetvalue(res, row, 6)));
 			queued++;
 			for (q = 0; q < nq && strcmp(wq[q].queue, it->queue) != 0; q++)

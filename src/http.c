@@ -295,7 +295,8 @@ submit_request(struct req *r)
 {
 	enum qe e;
 
-	if (r->route->body != BODY_NONE && r->body.len > 0) {
+	if ((r->route->body == BODY_JSON || r->route->body == BODY_JSON_OPTIONAL) &&
+	    r->body.len > 0) {
 		json_error_t jerr;
 
 		r->json = json_loadb(r->body.buf, r->body.len, JSON_DECODE_ANY | JSON_ALLOW_NUL,

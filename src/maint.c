@@ -12,13 +12,17 @@
 #include "qassert.h"
 #include "retention.h"
 #include "spool.h"
+#include "strbuf.h"
 #include "timers.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 /* Periodic jobs of the maintenance thread, each bounded per round. A task module exposes
  * one function taking the maintenance connection; add it here with its interval. */
@@ -65,6 +69,122 @@ static struct maint_task maint_tasks[] = {
 	{ "spool", spool_drain_interval_ms, spool_drain, 0 },
 	{ NULL, NULL, NULL, 0 },
 };
+
+/* Pushes this broker committed, for the other brokers: (partition, log end) pairs gathered
+ * by the index's push hook from any worker, deduplicated in a small open-addressing table,
+ * and sent by this thread as NOTIFY payloads "pid:end,..." of at most ~7000 bytes. When the
+ * table fills up between two flushes, one "*" (resync) is sent instead. An eventfd wakes the
+ * thread when the table stops being empty. */
+#define NTF_SLOTS 2048
+
+static pthread_mutex_t ntf_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ntf_entry {
+	char pid[UUID_STR_LEN];
+	int64_t end;
+} ntf_tab[NTF_SLOTS];
+static int ntf_count, ntf_overflow;
+static int ntf_efd = -1;
+
+static void
+ntf_hook(const char *pid, int64_t end)
+{
+	unsigned h = (unsigned)strtoul(pid, NULL, 16) % NTF_SLOTS;
+	int was_empty;
+
+	pthread_mutex_lock(&ntf_mu);
+	was_empty = ntf_count == 0 && !ntf_overflow;
+	for (int i = 0; i < NTF_SLOTS; i++, h = (h + 1) % NTF_SLOTS) {
+		struct ntf_entry *e = &ntf_tab[h];
+
+		if (e->pid[0] == '\0') {
+			if (ntf_count >= NTF_SLOTS * 3 / 4) {
+				ntf_overflow = 1;
+				break;
+			}
+			snprintf(e->pid, sizeof(e->pid), "%s", pid);
+			e->end = end;
+			ntf_count++;
+			break;
+		}
+		if (strcmp(e->pid, pid) == 0) {
+			if (end > e->end)
+				e->end = end;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ntf_mu);
+	if (was_empty && ntf_efd >= 0) {
+		uint64_t one = 1;
+
+		if (write(ntf_efd, &one, sizeof(one)) < 0)
+			log_debug("notify wakeup lost: %s", strerror(errno));
+	}
+}
+
+static void
+ntf_send(struct dbconn *db, const char *payload)
+{
+	const char *params[1] = { payload };
+	PGresult *res;
+
+	if (db_exec(db, SQL_NOTIFY, params, &res) == QE_OK)
+		PQclear(res);
+}
+
+static void
+ntf_flush(struct dbconn *db)
+{
+	struct strbuf sb;
+	int overflow;
+
+	sb_init(&sb);
+	pthread_mutex_lock(&ntf_mu);
+	overflow = ntf_overflow;
+	for (int i = 0; i < NTF_SLOTS && ntf_count; i++) {
+		struct ntf_entry *e = &ntf_tab[i];
+
+		if (e->pid[0] == '\0')
+			continue;
+		if (!overflow) {
+			if (sb.len)
+				sb_addc(&sb, ',');
+			sb_adds(&sb, e->pid);
+			sb_addc(&sb, ':');
+			sb_add_i64(&sb, e->end);
+		}
+		e->pid[0] = '\0';
+		ntf_count--;
+	}
+	ntf_count = 0;
+	ntf_overflow = 0;
+	pthread_mutex_unlock(&ntf_mu);
+	if (overflow) {
+		ntf_send(db, "*");
+	} else {
+		/* Cut at entry boundaries into payloads under the 8000-byte limit. */
+		char *p = sb.buf;
+
+		while (p && *p) {
+			size_t n = strlen(p);
+			char *cut = p + n;
+
+			if (n > 7000) {
+				cut = p + 7000;
+				while (cut > p && *cut != ',')
+					cut--;
+			}
+			if (*cut == ',') {
+				*cut = '\0';
+				ntf_send(db, p);
+				p = cut + 1;
+			} else {
+				ntf_send(db, p);
+				break;
+			}
+		}
+	}
+	sb_free(&sb);
+}
 
 static pthread_t maint_thread;
 static _Atomic int maint_exit;
@@ -166,9 +286,10 @@ maint_main(void *arg)
 	pidx_thread_online();
 	while (!atomic_load(&maint_exit)) {
 		PGconn *pg;
-		struct pollfd pfd;
+		struct pollfd pfd[2];
 		int need_resync = 0;
 		PGnotify *n;
+		uint64_t count;
 
 		ensure_listening();
 		pg = db_pg(maint_db);
@@ -176,17 +297,23 @@ maint_main(void *arg)
 			poll(NULL, 0, 200);
 			continue;
 		}
-		pfd.fd = PQsocket(pg);
-		pfd.events = POLLIN;
-		pfd.revents = 0;
-		poll(&pfd, 1, poll_timeout_ms());
-		if (pfd.revents && (!PQconsumeInput(pg) || PQstatus(pg) != CONNECTION_OK)) {
+		pfd[0].fd = PQsocket(pg);
+		pfd[0].events = POLLIN;
+		pfd[0].revents = 0;
+		pfd[1].fd = ntf_efd;
+		pfd[1].events = POLLIN;
+		pfd[1].revents = 0;
+		poll(pfd, 2, poll_timeout_ms());
+		if (pfd[1].revents && read(ntf_efd, &count, sizeof(count)) < 0)
+			log_debug("notify wakeup read: %s", strerror(errno));
+		ntf_flush(maint_db);
+		if (pfd[0].revents && (!PQconsumeInput(pg) || PQstatus(pg) != CONNECTION_OK)) {
 			/* The server went away: the workers' connections are gone too. */
 			db_invalidate_all();
 			continue;
 		}
 		while ((n = PQnotifies(pg)) != NULL) {
-			if (!db_is_own_backend(n->be_pid))
+			if (!db_is_own_backend(n->be_pid) && n->be_pid != PQbackendPID(pg))
 				need_resync |= apply_notify(n->extra);
 			PQfreemem(n);
 		}
@@ -219,6 +346,12 @@ maint_initial_sync(void)
 int
 maint_start(void)
 {
+	ntf_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ntf_efd < 0) {
+		log_error("cannot create an eventfd: %s", strerror(errno));
+		return -1;
+	}
+	pidx_set_push_hook(ntf_hook);
 	/* The spool's drainer is a task of this thread: open it (and recover what a previous
 	 * run left) before any push can arrive. */
 	if (spool_open(qconf.file_buffer_dir) < 0)
@@ -235,6 +368,13 @@ maint_stop(void)
 {
 	atomic_store(&maint_exit, 1);
 	pthread_join(maint_thread, NULL);
+	/* Pushes answered during the drain are announced before the connection goes. */
+	pidx_set_push_hook(NULL);
+	if (db_ok(maint_db))
+		ntf_flush(maint_db);
+	if (ntf_efd >= 0)
+		close(ntf_efd);
+	ntf_efd = -1;
 	spool_close();
 	db_free(maint_db);
 	maint_db = NULL;

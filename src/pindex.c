@@ -385,6 +385,23 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 	pthread_mutex_unlock(&pidx_write_mu);
 }
 
+static void (*pidx_push_hook)(const char *pid, int64_t log_end);
+
+void
+pidx_set_push_hook(void (*hook)(const char *pid, int64_t log_end))
+{
+	pidx_push_hook = hook;
+}
+
+void
+pidx_pushed(const char *queue_id, const char *queue, const char *pid, const char *partition,
+	    int64_t log_end)
+{
+	pidx_learn(queue_id, queue, NULL, NULL, pid, partition, log_end);
+	if (pidx_push_hook)
+		pidx_push_hook(pid, log_end);
+}
+
 long
 pidx_partitions_learned(void)
 {

@@ -34,6 +34,11 @@ int pidx_lookup(const char *queue, const char *partition, char id[UUID_STR_LEN])
  * grows. */
 void pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 		const char *pid, const char *partition, int64_t log_end);
+/* A push committed to a partition: learns it like pidx_learn, then passes (pid, log_end)
+ * to the push hook (the maintenance thread, which tells the other brokers). */
+void pidx_pushed(const char *queue_id, const char *queue, const char *pid,
+		 const char *partition, int64_t log_end);
+void pidx_set_push_hook(void (*hook)(const char *pid, int64_t log_end));
 /* Records a partition's log end by id (notification from another broker). 0 when the
  * partition is unknown, 1 when known and unchanged, 2 when it advanced. */
 int pidx_log_end(const char *pid, int64_t log_end);

@@ -23,7 +23,7 @@
 #include <string.h>
 
 static const struct route routes[] = {
-	{ "POST", "/api/v1/push", BODY_JSON, h_push_prepare, h_push_run, h_push_run_many },
+	{ "POST", "/api/v1/push", BODY_RAW, h_push_prepare, h_push_run, h_push_run_many },
 	{ "GET", "/api/v1/pop/queue/:queue", BODY_NONE, h_pop_prepare, h_pop_run, NULL },
 	{ "GET", "/api/v1/pop/queue/:queue/partition/:partition", BODY_NONE, h_pop_prepare,
 	  h_pop_run, NULL },

@@ -12,7 +12,9 @@
 struct req;
 struct wk;
 
-enum route_body { BODY_NONE, BODY_JSON, BODY_JSON_OPTIONAL };
+/* BODY_RAW: the body is collected (size limit applies) but not parsed: prepare reads
+ * r->body itself (the push route scans it without building a tree). */
+enum route_body { BODY_NONE, BODY_JSON, BODY_JSON_OPTIONAL, BODY_RAW };
 
 struct route {
 	const char *method;

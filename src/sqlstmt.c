@@ -41,6 +41,7 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_STATS] = { "stats", "SELECT queen_stats()::text", 0 },
 	[SQL_PING] = { "ping", "SELECT 1", 0 },
 	[SQL_LISTEN] = { "listen", "LISTEN queen_push", 0 },
+	[SQL_NOTIFY] = { "notify", "SELECT pg_notify('queen_push', $1)", 1 },
 	[SQL_ANALYZE] = { "analyze",
 		"ANALYZE queen_queues, queen_partitions, queen_cursors, queen_subscriptions", 0 },
 	[SQL_KV] = { "kv", "SELECT queen_kv($1::jsonb)::text", 1 },

@@ -104,9 +104,16 @@ void
 sb_add_i64(struct strbuf *sb, int64_t v)
 {
 	char tmp[24];
-	int n = snprintf(tmp, sizeof(tmp), "%" PRId64, v);
+	char *p = tmp + sizeof(tmp);
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
 
-	sb_add(sb, tmp, (size_t)n);
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--p = '-';
+	sb_add(sb, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 
 void

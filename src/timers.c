@@ -44,7 +44,7 @@ note_round(PGresult *res)
 			log_warn("timers: %d timers of queue %s dead-lettered after 5 failed "
 				 "deliveries", ndead, q);
 		if (!PQgetisnull(res, row, 3) && !PQgetisnull(res, row, 4))
-			pidx_learn(PQgetvalue(res, row, 2), q, NULL, NULL, PQgetvalue(res, row, 3),
+			pidx_pushed(PQgetvalue(res, row, 2), q, PQgetvalue(res, row, 3),
 				   PQgetvalue(res, row, 1), atoll(PQgetvalue(res, row, 4)));
 		if (queue && strcmp(queue, q) != 0) {
 			if (nparts)

@@ -27,13 +27,29 @@ uuid_format(const uint8_t b[16], char out[UUID_STR_LEN])
 	out[o] = '\0';
 }
 
+/* Random bits from OpenSSL's CSPRNG, drawn a few kilobytes at a time per thread: one
+ * RAND_bytes call per id costs more than the rest of making it. */
+static void
+random_bytes(uint8_t *out, size_t n)
+{
+	static __thread uint8_t pool[4096];
+	static __thread size_t left;
+
+	if (left < n) {
+		QASSERT(RAND_bytes(pool, sizeof(pool)) == 1);
+		left = sizeof(pool);
+	}
+	memcpy(out, pool + sizeof(pool) - left, n);
+	left -= n;
+}
+
 void
 uuid_v7_at(char out[UUID_STR_LEN], uint64_t ms)
 {
 	uint8_t b[16];
 	uint32_t seq;
 
-	QASSERT(RAND_bytes(b + 8, 8) == 1);
+	random_bytes(b + 8, 8);
 	pthread_mutex_lock(&uuid_mu);
 	if (ms > uuid_last_ms) {
 		uuid_last_ms = ms;
