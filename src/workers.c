@@ -45,7 +45,10 @@ wk_submit(struct req *r)
 		wk_head = r;
 	wk_tail = r;
 	wk_len++;
-	pthread_cond_signal(&wk_cv);
+	/* A push that must wait for a lane wakes nobody: the lane's worker takes it with the
+	 * others when it finishes. Waking a worker that cannot run it only costs a switch. */
+	if (!r->route->run_many || wk_lanes_busy < qconf.push_lanes)
+		pthread_cond_signal(&wk_cv);
 	pthread_mutex_unlock(&wk_mu);
 	return QE_OK;
 }
@@ -123,7 +126,7 @@ run_jobs(struct wk *w, struct req **jobs, size_t n)
 		jobs[0]->route->run_many(jobs, n, w, rcs);
 		pthread_mutex_lock(&wk_mu);
 		wk_lanes_busy--;
-		pthread_cond_broadcast(&wk_cv);
+		pthread_cond_signal(&wk_cv);
 		pthread_mutex_unlock(&wk_mu);
 	} else {
 		rcs[0] = jobs[0]->route->run(jobs[0], w);
