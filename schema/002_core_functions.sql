@@ -737,7 +737,9 @@ BEGIN
 		FROM gr
 	), fin AS (
 		SELECT fin0.*,
-		       CASE WHEN fin0.act IN ('budget', 'retry') THEN true
+		       -- Any head signal ends the batch: the messages above the head were not
+		       -- committed (SPEC 6 rule 3), so they must redeliver now, not at expiry.
+		       CASE WHEN fin0.act IN ('budget', 'retry', 'dlq', 'drop') THEN true
 			    ELSE fin0.be IS NULL OR fin0.ncm >= fin0.be END AS rel
 		FROM fin0
 	), upd AS (
@@ -1007,6 +1009,8 @@ BEGIN
 	WHERE p.queue_id = v_id AND d.partition_id = p.id;
 	DELETE FROM queen_subscriptions s WHERE s.queue_id = v_id;
 	DELETE FROM queen_dlq d WHERE d.queue_name = p_queue;
+	-- Pending timers would recreate the queue when they fire (queen_timers: 004).
+	DELETE FROM queen_timers t WHERE t.queue_name = p_queue;
 	DELETE FROM queen_queues q WHERE q.id = v_id;	-- cascades to queen_partitions
 	RETURN jsonb_build_object('deleted', true, 'existed', true);
 END
@@ -1049,7 +1053,9 @@ RETURNS TABLE (queue_id uuid, queue_name text, namespace text, task text, partit
 	       committed bigint, lease_expires_at timestamptz)
 LANGUAGE sql STABLE AS $$
 	SELECT q.id, q.name, q.namespace, q.task, p.id, p.name, p.next_offset - 1,
-	       p.last_created_at, c.group_name, c.committed, c.lease_expires_at
+	       p.last_created_at, c.group_name,
+	       greatest(c.committed, p.log_start - 1),	-- below the log start = at it
+	       c.lease_expires_at
 	FROM queen_queues q
 	JOIN queen_partitions p ON p.queue_id = q.id
 	LEFT JOIN queen_cursors c ON c.partition_id = p.id

@@ -31,6 +31,10 @@
 -- Timer rows before partition rows is also the order of the timer sweeper, which claims
 -- timers and then pushes them.  Within each kind the called function keeps its own order
 -- (cursors and partitions sorted, over all the bundles of the call).
+--
+-- Plans: the broker's sessions run with plan_cache_mode = force_generic_plan (dbpool.c); the
+-- statements here are index probes per item, which a generic plan serves as well as a
+-- custom one planned for each call's arrays.
 
 -- One row of queen_txn's answer.  kind 'p' (push item): idx, ok = queued, id = message id,
 -- queue_id, partition_id, num = the partition's log end.  kind 'a' (ack): idx, ok, grp = the
@@ -54,62 +58,6 @@ CREATE TYPE queen_txn_row AS (
 	body		text
 );
 
--- The acks of a call made ready for queen_ack: the groups and leases their bodies left out,
--- by the lease rule of queen_txn (read without locks: queen_ack checks the lease chosen under
--- the cursor row lock); and the refusal (QT002) of a call whose bundles depend on each
--- other's acks.  Its own function for one reason: its statements are planned once (generic
--- plans, a plain index probe per ack), where planning them for each call's arrays cost more
--- than running them.
-CREATE FUNCTION queen_txn_ack_leases(a_group text[], a_pid uuid[], a_lease uuid[],
-				     a_bundle int[], r_lease uuid[], r_bundle int[], p_nb int,
-				     OUT o_group text[], OUT o_lease uuid[])
-LANGUAGE plpgsql STABLE
-SET plan_cache_mode = force_generic_plan
-AS $$
-DECLARE
-	-- never a lease id: an ack given it fails its lease check in queen_ack
-	c_no_lease constant uuid := '00000000-0000-0000-0000-000000000000';
-	v_req bool := coalesce(cardinality(r_lease), 0) > 0;
-BEGIN
-	o_group := a_group;
-	o_lease := a_lease;
-	IF array_position(a_group, NULL) IS NOT NULL
-	   OR (v_req AND array_position(a_lease, NULL) IS NOT NULL) THEN
-		SELECT array_agg(g.g ORDER BY u.o),
-		       array_agg(CASE WHEN u.l IS NOT NULL OR rq.req IS NULL THEN u.l
-				      WHEN c.lease_id = ANY (rq.req) THEN c.lease_id
-				      ELSE c_no_lease END ORDER BY u.o)
-		INTO o_group, o_lease
-		FROM unnest(a_group, a_pid, a_lease, a_bundle) WITH ORDINALITY
-			AS u (g, pid, l, b, o)
-		LEFT JOIN LATERAL (
-			SELECT array_agg(r.l) AS req FROM unnest(r_lease, r_bundle) AS r (l, b)
-			WHERE v_req AND r.b = u.b) rq ON true
-		LEFT JOIN LATERAL (
-			SELECT x.group_name FROM queen_cursors x
-			WHERE u.g IS NULL AND x.partition_id = u.pid
-			  AND (x.lease_id = u.l OR (u.l IS NULL AND x.lease_id = ANY (rq.req)))
-			ORDER BY x.lease_expires_at DESC NULLS LAST
-			LIMIT 1) byl ON true
-		CROSS JOIN LATERAL (SELECT coalesce(u.g, byl.group_name, '__QUEUE_MODE__') AS g) g
-		LEFT JOIN queen_cursors c ON u.l IS NULL AND rq.req IS NOT NULL
-			AND c.partition_id = u.pid AND c.group_name = g.g;
-	END IF;
-
-	-- Bundles that would see each other's acks: the same cursor, or a lease one of them
-	-- requires and another acks by (and may release).
-	IF p_nb > 1 AND (EXISTS (
-		SELECT 1 FROM unnest(o_group, a_pid, a_bundle) AS u (g, pid, b)
-		GROUP BY coalesce(u.g, '__QUEUE_MODE__'), u.pid
-		HAVING count(DISTINCT u.b) > 1) OR (v_req AND EXISTS (
-		SELECT 1 FROM unnest(r_lease, r_bundle) AS r (l, b)
-		JOIN unnest(o_lease, a_bundle) AS u (l, b) ON u.l = r.l AND u.b <> r.b))) THEN
-		RAISE EXCEPTION USING ERRCODE = 'QT002',
-			MESSAGE = 'bundles of one call depend on each other''s acks';
-	END IF;
-END
-$$;
-
 -- Transaction (SPEC.md 8).  Push items as queen_push takes them (the broker's message ids and
 -- known partition ids); acks as queen_ack takes them, except that a_group and a_lease may hold
 -- NULL for "not given", and a_bundle says which bundle each belongs to; r_lease, r_bundle: the
@@ -131,6 +79,8 @@ CREATE FUNCTION queen_txn(p_pid uuid[], p_queue text[], p_partition text[], p_id
 RETURNS SETOF queen_txn_row
 LANGUAGE plpgsql AS $$
 DECLARE
+	-- never a lease id: an ack given it fails its lease check in queen_ack
+	c_no_lease constant uuid := '00000000-0000-0000-0000-000000000000';
 	v_nb int := coalesce(cardinality(p_base), 0);
 	v_np int := coalesce(cardinality(p_id), 0);
 	v_na int := coalesce(cardinality(a_txn), 0);
@@ -160,11 +110,43 @@ BEGIN
 	END IF;
 
 	IF v_na > 0 THEN
-		IF v_nb > 1 OR array_position(a_group, NULL) IS NOT NULL
+		-- Groups and leases the bodies left out (the lease rule above).  Read without
+		-- locks: queen_ack checks the lease chosen under the cursor row lock.
+		IF array_position(a_group, NULL) IS NOT NULL
 		   OR (v_req AND array_position(a_lease, NULL) IS NOT NULL) THEN
-			SELECT x.o_group, x.o_lease INTO v_group, v_lease
-			FROM queen_txn_ack_leases(a_group, a_pid, a_lease, a_bundle, r_lease, r_bundle,
-						  v_nb) x;
+			SELECT array_agg(g.g ORDER BY u.o),
+			       array_agg(CASE WHEN u.l IS NOT NULL OR rq.req IS NULL THEN u.l
+					      WHEN c.lease_id = ANY (rq.req) THEN c.lease_id
+					      ELSE c_no_lease END ORDER BY u.o)
+			INTO v_group, v_lease
+			FROM unnest(a_group, a_pid, a_lease, a_bundle) WITH ORDINALITY
+				AS u (g, pid, l, b, o)
+			LEFT JOIN LATERAL (
+				SELECT array_agg(r.l) AS req FROM unnest(r_lease, r_bundle) AS r (l, b)
+				WHERE v_req AND r.b = u.b) rq ON true
+			LEFT JOIN LATERAL (
+				SELECT x.group_name FROM queen_cursors x
+				WHERE u.g IS NULL AND x.partition_id = u.pid
+				  AND (x.lease_id = u.l
+				       OR (u.l IS NULL AND x.lease_id = ANY (rq.req)))
+				ORDER BY x.lease_expires_at DESC NULLS LAST
+				LIMIT 1) byl ON true
+			CROSS JOIN LATERAL (SELECT coalesce(u.g, byl.group_name, '__QUEUE_MODE__')
+					    AS g) g
+			LEFT JOIN queen_cursors c ON u.l IS NULL AND rq.req IS NOT NULL
+				AND c.partition_id = u.pid AND c.group_name = g.g;
+		END IF;
+
+		-- Bundles that would see each other's acks: the same cursor, or a lease one of
+		-- them requires and another acks by (and may release).
+		IF v_nb > 1 AND (EXISTS (
+			SELECT 1 FROM unnest(v_group, a_pid, a_bundle) AS u (g, pid, b)
+			GROUP BY coalesce(u.g, '__QUEUE_MODE__'), u.pid
+			HAVING count(DISTINCT u.b) > 1) OR (v_req AND EXISTS (
+			SELECT 1 FROM unnest(r_lease, r_bundle) AS r (l, b)
+			JOIN unnest(v_lease, a_bundle) AS u (l, b) ON u.l = r.l AND u.b <> r.b))) THEN
+			RAISE EXCEPTION USING ERRCODE = 'QT002',
+				MESSAGE = 'bundles of one call depend on each other''s acks';
 		END IF;
 
 		SELECT array_agg(ROW('a', a.idx, a.success, NULL, NULL, a.partition_id, a.committed,
