@@ -65,6 +65,7 @@ static struct {
 	int many_partitions;
 	int lat_samples;
 	int pop_partitions;	/* `partitions=` sent with each pop; 0 = not sent */
+	int pop_autopilot;	/* send autopilot=true with each pop (default on) */
 	bool verbose;		/* print every failure, not only the first of a phase */
 } opt = {
 	.host = "127.0.0.1",
@@ -72,6 +73,7 @@ static struct {
 	.duration = 10,
 	.pop_messages = 200000,
 	.many_partitions = 10000,
+	.pop_autopilot = 1,
 	.lat_samples = 200,
 };
 
@@ -1585,6 +1587,11 @@ static void phase_pop(int nparts)
 		 "&subscriptionMode=all", queue, POP_BATCH, group);
 	if (opt.pop_partitions > 0)
 		buf_addf(&ph.path, "&partitions=%d", opt.pop_partitions);
+	/* Pop autopilot (SPEC 5): the broker chooses how many partitions one pop claims from
+	 * its index, so a batch of 100 fills up even when each partition holds a few
+	 * messages. A client draining many partitions sends it; --no-autopilot does not. */
+	if (opt.pop_autopilot)
+		buf_addf(&ph.path, "&autopilot=true");
 	memset(pcs, 0, sizeof(pcs));
 	engine_run(&en, pcs, sizeof(pcs[0]));
 	elapsed = en.t_last - en.t_start;
@@ -1798,6 +1805,7 @@ static void usage(FILE *out)
 		"  --many-partitions N  the \"many partitions\" count (default 10000)\n"
 		"  --samples N          long-poll latency samples (default 200)\n"
 		"  --pop-partitions N   send partitions=N with each pop (default: not sent, i.e. 1)\n"
+		"  --no-autopilot       pops do not send autopilot=true (default: they do)\n"
 		"  --verbose            print every failure to stderr, not only the first of a phase\n"
 		"Exit status: 0 clean run, 1 when any failure was counted, 2 on usage/setup error.\n");
 }
@@ -1882,6 +1890,7 @@ int main(int argc, char **argv)
 		{ "many-partitions", required_argument, NULL, 'n' },
 		{ "samples", required_argument, NULL, 's' },
 		{ "pop-partitions", required_argument, NULL, 'w' },
+		{ "no-autopilot", no_argument, NULL, 'A' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -1929,6 +1938,9 @@ int main(int argc, char **argv)
 			break;
 		case 'w':
 			opt.pop_partitions = (int)parse_long(optarg, "--pop-partitions", 1);
+			break;
+		case 'A':
+			opt.pop_autopilot = 0;
 			break;
 		case 'v':
 			opt.verbose = true;

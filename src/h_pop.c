@@ -232,9 +232,13 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	if (j->queue) {
 		cands = malloc(sizeof(*cands) * MAX_CANDIDATES);
 		QASSERT(cands != NULL);
+		/* Offer SQL a few more partitions than it may claim: some will be taken by
+		 * other pops meanwhile (SKIP LOCKED). Autopilot may claim up to 64. */
+		int64_t most = j->autopilot && !j->partitions_sent ? 64 : parts;
+
 		n = pidx_candidates(j->queue, j->partition, j->gh, cands,
-				    (int)(parts * 4 > MAX_CANDIDATES ? MAX_CANDIDATES
-						 : (parts * 4 < 16 ? 16 : parts * 4)),
+				    (int)(most * 4 > MAX_CANDIDATES ? MAX_CANDIDATES
+						 : (most * 4 < 16 ? 16 : most * 4)),
 				    recheck_wall, &ready);
 		if (n == 0) {
 			*had_candidates = 0;
