@@ -192,13 +192,16 @@ db_is_own_backend(int pid)
 }
 
 enum qe
-db_exec(struct dbconn *c, enum sql_id id, const char *const *params, PGresult **out)
+db_exec_err(struct dbconn *c, enum sql_id id, const char *const *params, PGresult **out,
+	    PGresult **err)
 {
 	const struct sql_stmt *s = sql_get(id);
 	PGresult *res;
 	ExecStatusType st;
 
 	*out = NULL;
+	if (err)
+		*err = NULL;
 	if (db_ensure(c) != QE_OK)
 		return QE_DB;
 	res = PQexecPrepared(c->pg, s->name, s->nparams, params, NULL, NULL, 0);
@@ -207,23 +210,36 @@ db_exec(struct dbconn *c, enum sql_id id, const char *const *params, PGresult **
 		*out = res;
 		return QE_OK;
 	}
-	metrics_db_error();
-	if (res && PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY))
-		log_warn("statement %s failed: %s (SQLSTATE %s)", s->name,
-			 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY),
-			 PQresultErrorField(res, PG_DIAG_SQLSTATE) ?
-				 PQresultErrorField(res, PG_DIAG_SQLSTATE) : "none");
-	else
+	if (PQstatus(c->pg) != CONNECTION_OK) {
+		metrics_db_error();
 		log_warn("statement %s failed: %.*s", s->name,
 			 (int)strcspn(PQerrorMessage(c->pg), "\n"), PQerrorMessage(c->pg));
-	PQclear(res);
-	if (PQstatus(c->pg) != CONNECTION_OK) {
+		PQclear(res);
 		db_close(c);
 		db_invalidate_all();
+		return QE_DB;
 	}
-	else if (PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+	if (PQtransactionStatus(c->pg) != PQTRANS_IDLE)
 		PQclear(PQexec(c->pg, "ROLLBACK"));
+	if (err) {
+		/* The caller wanted the refusal: it reads, logs and clears it. */
+		*err = res;
+		return QE_DB;
+	}
+	metrics_db_error();
+	log_warn("statement %s failed: %s (SQLSTATE %s)", s->name,
+		 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?
+			 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : "no message",
+		 PQresultErrorField(res, PG_DIAG_SQLSTATE) ?
+			 PQresultErrorField(res, PG_DIAG_SQLSTATE) : "none");
+	PQclear(res);
 	return QE_DB;
+}
+
+enum qe
+db_exec(struct dbconn *c, enum sql_id id, const char *const *params, PGresult **out)
+{
+	return db_exec_err(c, id, params, out, NULL);
 }
 
 enum qe

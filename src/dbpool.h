@@ -25,6 +25,11 @@ int db_backend_pid(const struct dbconn *c);
  * result with status TUPLES_OK or COMMAND_OK, which the caller clears. On error nothing is
  * returned; the error is logged (primary message and SQLSTATE only, never parameters). */
 enum qe db_exec(struct dbconn *c, enum sql_id id, const char *const *params, PGresult **out);
+/* Like db_exec, but a statement the server refused (the connection is fine) comes back as
+ * QE_DB with *err holding its error result (SQLSTATE, message, detail) for the caller to
+ * read, log as it sees fit and clear; *err stays NULL when the database is unreachable. */
+enum qe db_exec_err(struct dbconn *c, enum sql_id id, const char *const *params,
+		    PGresult **out, PGresult **err);
 /* Same for a statement whose single row, single column is a json value: returns its text
  * (malloc'd) or NULL in *json when the value is SQL NULL. */
 enum qe db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params, char **json);

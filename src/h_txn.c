@@ -460,7 +460,6 @@ transient(const char *state)
 static enum txn_outcome
 txn_exec(struct txn_job **jobs, size_t n, struct wk *w, PGresult **out)
 {
-	const struct sql_stmt *s = sql_get(SQL_TXN);
 	struct strbuf sb[TXN_PARAMS];
 	const char *params[TXN_PARAMS];
 	enum txn_outcome o = TXN_DOWN;
@@ -473,37 +472,27 @@ txn_exec(struct txn_job **jobs, size_t n, struct wk *w, PGresult **out)
 	params[16] = has_kv ? params[16] : NULL;
 	params[17] = has_timers ? params[17] : NULL;
 	for (int t = 1; t <= TXN_TRIES; t++) {
-		PGconn *pg;
-		PGresult *res;
+		PGresult *res, *err;
 		const char *state, *msg;
 
-		if (db_ensure(w->db) != QE_OK || !(pg = db_pg(w->db)))
-			break;
-		res = PQexecPrepared(pg, s->name, s->nparams, params, NULL, NULL, 0);
-		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+		if (db_exec_err(w->db, SQL_TXN, params, &res, &err) == QE_OK) {
 			*out = res;
 			o = TXN_COMMITTED;
 			break;
 		}
-		state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-		msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+		if (!err)
+			break;		/* unreachable: db_exec_err logged it */
+		state = PQresultErrorField(err, PG_DIAG_SQLSTATE);
+		msg = PQresultErrorField(err, PG_DIAG_MESSAGE_PRIMARY);
 		if (state && (strcmp(state, TXN_VERDICT_STATE) == 0 ||
 			      strcmp(state, TXN_REGROUP_STATE) == 0)) {
-			*out = res;
+			*out = err;
 			o = TXN_REFUSED;
-			break;
-		}
-		if (PQstatus(pg) != CONNECTION_OK) {
-			metrics_db_error();
-			log_warn("transaction %s: connection lost: %.*s", jobs[0]->id,
-				 (int)strcspn(PQerrorMessage(pg), "\n"), PQerrorMessage(pg));
-			PQclear(res);
-			db_invalidate_all();
 			break;
 		}
 		if (t < TXN_TRIES && transient(state)) {
 			log_info("transaction %s: %s, trying again", jobs[0]->id, msg);
-			PQclear(res);
+			PQclear(err);
 			continue;
 		}
 		if (n == 1) {
@@ -511,9 +500,7 @@ txn_exec(struct txn_job **jobs, size_t n, struct wk *w, PGresult **out)
 			log_warn("transaction %s failed: %s (SQLSTATE %s)", jobs[0]->id,
 				 msg ? msg : "no message", state ? state : "none");
 		}
-		if (PQtransactionStatus(pg) != PQTRANS_IDLE)
-			db_invalidate_all();	/* not after one statement; be safe */
-		*out = res;
+		*out = err;
 		o = TXN_FAILED;
 		break;
 	}
