@@ -157,6 +157,11 @@ main(int argc, char **argv)
 	/* Few malloc arenas: the threads mostly wait on I/O, and one arena per thread costs
 	 * resident memory for nothing. */
 	mallopt(M_ARENA_MAX, 2);
+	/* Request bodies and group-commit parameters are large and short-lived: a fixed mmap
+	 * threshold gives them back to the system when freed, instead of glibc raising the
+	 * threshold and keeping them on the heap, where fragmentation holds on to them. */
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
 	metrics_start();
 	pidx_init();
 	pidx_thread_online();

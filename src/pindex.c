@@ -36,11 +36,23 @@ struct pq_part {
 	struct gslot slots[PIDX_GROUP_SLOTS];
 };
 
+/* A queue's partitions. Writers (serialised by pidx_write_mu) append in place while there is
+ * room: p[n] is written first, then n is published with a release store, so a reader that
+ * loads n (acquire) sees every p[i] below it. When full, the array is copied into one twice
+ * as large, published, and the old one freed after a grace period: amortised O(1) per
+ * partition, where copying on every append cost O(n^2) memory traffic at start-up. */
 struct pq_parts {
 	struct rcu_head rcu;
-	size_t n;
+	size_t cap;
+	_Atomic size_t n;
 	struct pq_part *p[];
 };
+
+static size_t
+parts_len(struct pq_parts *parts)
+{
+	return atomic_load_explicit(&parts->n, memory_order_acquire);
+}
 
 struct pq_queue {
 	struct cds_lfht_node node;
@@ -353,13 +365,23 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 		cds_lfht_add(ht_ids, hash_str(pid), &p->by_id);
 		atomic_fetch_add(&pidx_learned, 1);
 		cds_lfht_add(ht_parts, hash_pair(queue, partition), &p->by_name);
-		grown = malloc(sizeof(*grown) + (old->n + 1) * sizeof(grown->p[0]));
-		QASSERT(grown != NULL);
-		grown->n = old->n + 1;
-		memcpy(grown->p, old->p, old->n * sizeof(old->p[0]));
-		grown->p[old->n] = p;
-		rcu_assign_pointer(q->parts, grown);
-		urcu_memb_call_rcu(&old->rcu, free_parts_rcu);
+		size_t len = parts_len(old);
+
+		if (len < old->cap) {
+			old->p[len] = p;
+			atomic_store_explicit(&old->n, len + 1, memory_order_release);
+		} else {
+			size_t cap = old->cap ? 2 * old->cap : 8;
+
+			grown = malloc(sizeof(*grown) + cap * sizeof(grown->p[0]));
+			QASSERT(grown != NULL);
+			grown->cap = cap;
+			memcpy(grown->p, old->p, len * sizeof(old->p[0]));
+			grown->p[len] = p;
+			atomic_store_explicit(&grown->n, len + 1, memory_order_relaxed);
+			rcu_assign_pointer(q->parts, grown);
+			urcu_memb_call_rcu(&old->rcu, free_parts_rcu);
+		}
 	} else {
 		atomic_max(&p->log_end, log_end);
 	}
@@ -499,7 +521,7 @@ pidx_forget_queue(const char *queue)
 	if (q) {
 		struct pq_parts *parts = q->parts;
 
-		for (size_t i = 0; i < parts->n; i++) {
+		for (size_t i = 0; i < parts_len(parts); i++) {
 			cds_lfht_del(ht_ids, &parts->p[i]->by_id);
 			cds_lfht_del(ht_parts, &parts->p[i]->by_name);
 			urcu_memb_call_rcu(&parts->p[i]->rcu, free_part_rcu);
@@ -525,9 +547,11 @@ pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions, int
 		struct pq_parts *parts = rcu_dereference(q->parts);
 		int64_t total = 0;
 
-		for (size_t i = 0; i < parts->n; i++)
+		size_t len = parts_len(parts);
+
+		for (size_t i = 0; i < len; i++)
 			total += atomic_load(&parts->p[i]->log_end) + 1;
-		fn(arg, q->name, (long)parts->n, total);
+		fn(arg, q->name, (long)len, total);
 	}
 	urcu_memb_read_unlock();
 }
@@ -581,13 +605,15 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 		struct pq_queue *q = find_queue(queue);
 		struct pq_parts *parts = q ? rcu_dereference(q->parts) : NULL;
 
-		if (!q || parts->n == 0) {
+		size_t len = q ? parts_len(parts) : 0;
+
+		if (len == 0) {
 			n = -1;
 		} else {
-			size_t start = atomic_fetch_add(&q->rotor, 1) % parts->n;
+			size_t start = atomic_fetch_add(&q->rotor, 1) % len;
 
-			for (size_t i = 0; i < parts->n; i++) {
-				struct pq_part *p = parts->p[(start + i) % parts->n];
+			for (size_t i = 0; i < len; i++) {
+				struct pq_part *p = parts->p[(start + i) % len];
 
 				if (has_work(p, gh, now, &block)) {
 					(*ready)++;
