@@ -184,15 +184,16 @@ lp_wake_queue(const char *queue, int nparts)
 	lp_wake(queue, have ? ns : NULL, have ? task : NULL, nparts);
 }
 
-void
-lp_wake_all(void)
+/* Unlinks every parked pop (and, when stopping, refuses new ones) and hands each back:
+ * to the workers to try again, or answered 204 when expired. */
+static void
+release_all(int expired, int stopping)
 {
 	struct waiter *all;
 
-	atomic_fetch_add(&lp_gen_any, 1);
-	for (int i = 0; i < LP_GENS; i++)
-		atomic_fetch_add(&lp_gens[i], 1);
 	pthread_mutex_lock(&lp_mu);
+	if (stopping)
+		lp_stopping = 1;
 	all = lp_list;
 	lp_list = NULL;
 	lp_count = 0;
@@ -200,9 +201,18 @@ lp_wake_all(void)
 	while (all) {
 		struct waiter *next = all->next;
 
-		release(all, 0);
+		release(all, expired);
 		all = next;
 	}
+}
+
+void
+lp_wake_all(void)
+{
+	atomic_fetch_add(&lp_gen_any, 1);
+	for (int i = 0; i < LP_GENS; i++)
+		atomic_fetch_add(&lp_gens[i], 1);
+	release_all(0, 0);
 }
 
 long
@@ -288,20 +298,7 @@ lp_start(void)
 void
 lp_shutdown(void)
 {
-	struct waiter *all;
-
-	pthread_mutex_lock(&lp_mu);
-	lp_stopping = 1;
-	all = lp_list;
-	lp_list = NULL;
-	lp_count = 0;
-	pthread_mutex_unlock(&lp_mu);
-	while (all) {
-		struct waiter *next = all->next;
-
-		release(all, 1);
-		all = next;
-	}
+	release_all(1, 1);
 }
 
 void

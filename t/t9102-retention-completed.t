@@ -10,41 +10,11 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 use Test::More;
 use QueenTest;
+use QueenRetention;
 
 my $pg = start_pg();
 my $q = start_queend(RETENTION_INTERVAL => 200);
-
-sub partition_of {
-	my ($queue, $part) = @_;
-	my (undef, $d) = $q->get("/api/v1/resources/queues/$queue");
-	my ($p) = grep { $_->{name} eq $part } @{ ($d // {})->{partitions} // [] };
-	return $p // {};
-}
-
-sub segments {
-	my $pid = shift;
-	my $s = $pg->psql("SELECT string_agg(base_offset || '-' || end_offset, ',' ORDER BY " .
-		"base_offset) FROM queen_segments WHERE partition_id = '$pid'");
-	return [ split /,/, $s ];
-}
-
-sub age {
-	my ($pid, $below, $secs) = @_;
-	$pg->psql("UPDATE queen_segments SET created_at = created_at - interval '$secs seconds' " .
-		"WHERE partition_id = '$pid' AND base_offset < $below");
-}
-
-sub rounds_run {
-	my (undef, $s) = $q->get('/api/v1/status');
-	my $r = ($s // {})->{retention} // {};
-	return ($r->{rounds} // 0) - ($r->{skipped} // 0) - ($r->{failed} // 0);
-}
-
-sub wait_rounds {
-	my $n = shift;
-	my $start = rounds_run();
-	return wait_until(sub { rounds_run() >= $start + $n }, 60, 0.1);
-}
+retention_setup($q, $pg);
 
 # Pops up to $n messages of $queue for $group and commits them; returns their offsets.
 sub consume {

@@ -9,16 +9,11 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 use Test::More;
 use QueenTest;
+use QueenRetention;
 
 my $pg = start_pg();
 my $q = start_queend(RETENTION_INTERVAL => 200);
-
-sub partition_of {
-	my ($queue, $part) = @_;
-	my (undef, $d) = $q->get("/api/v1/resources/queues/$queue");
-	my ($p) = grep { $_->{name} eq $part } @{ ($d // {})->{partitions} // [] };
-	return $p // {};
-}
+retention_setup($q, $pg);
 
 # The transactionIds holding a dedup key on a partition, sorted.
 sub keys_of {
@@ -26,22 +21,6 @@ sub keys_of {
 	my $s = $pg->psql("SELECT string_agg(txn_id, ',' ORDER BY txn_id) FROM queen_dedup " .
 		"WHERE partition_id = '$pid'");
 	return [ split /,/, $s ];
-}
-
-sub retention {
-	my (undef, $s) = $q->get('/api/v1/status');
-	return ($s // {})->{retention} // {};
-}
-
-sub rounds_run {
-	my $r = retention();
-	return ($r->{rounds} // 0) - ($r->{skipped} // 0) - ($r->{failed} // 0);
-}
-
-sub wait_rounds {
-	my $n = shift;
-	my $start = rounds_run();
-	return wait_until(sub { rounds_run() >= $start + $n }, 60, 0.1);
 }
 
 sub push_txn {
