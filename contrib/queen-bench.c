@@ -5,7 +5,9 @@
  * the same server: the same payloads inserted straight over libpq, 100 rows per INSERT, from
  * 16 connections.  Phases: baseline, push (batch 100 x 8 connections, batch 1 x 64
  * connections; 100 B and 1 KiB payloads; 10 and 10,000 partitions), pop+ack draining a
- * pre-pushed backlog with 4 consumers, long-poll wake latency, and the broker's peak RSS.
+ * pre-pushed backlog with 4 consumers, a pipeline stage (pop batch 1 -> transaction acking it
+ * and pushing its successor, 16 connections, against batch-1 pushes of the same connections),
+ * 10,000 timers due in the same second, long-poll wake latency, and the broker's peak RSS.
  *
  * The HTTP side is one epoll loop with a hand-written HTTP/1.1 client and a tiny JSON scanner,
  * so on a 2-core machine shared with PostgreSQL and the broker the client costs far less CPU
@@ -50,6 +52,13 @@
 #define POP_BATCH		100
 #define REQUEST_TIMEOUT_S	60.0	/* an unanswered request is abandoned after this */
 #define POP_STALL_S		90.0	/* longer than the 60 s lease of a push-created queue */
+#define TXN_MESSAGES		20000	/* input backlog: more than the loop consumes in a phase */
+#define TXN_PARTITIONS		1000
+#define TXN_CONNS		16
+#define TIMER_COUNT		10000
+#define TIMER_OPS		250	/* ops per /timers call (SPEC 14 allows 256) */
+#define TIMER_POLL_MS		50
+#define TIMER_WAIT_S		60.0	/* after the due second, then the missing ones are failures */
 
 /* ---------------------------------------------------------------- options */
 
@@ -337,12 +346,18 @@ static const char *base_name[2] = { "100B", "1KiB" };
 
 static void figure_line(const struct figure *f, char *out, size_t n)
 {
+	/* A label that has its own colon ("...: fired in") reads on without a second one. */
+	const char *sep = strchr(f->label, ':') ? " " : ": ";
 	int k;
 
-	if (strcmp(f->unit, "ms") == 0 || strcmp(f->unit, "MiB") == 0)
-		k = snprintf(out, n, "%s: %.1f %s", f->label, f->value, f->unit);
+	if (strcmp(f->unit, "x") == 0)		/* a ratio: 0.45x */
+		k = snprintf(out, n, "%s%s%.2fx", f->label, sep, f->value);
+	else if (strcmp(f->unit, "s") == 0)
+		k = snprintf(out, n, "%s%s%.2f %s", f->label, sep, f->value, f->unit);
+	else if (strcmp(f->unit, "ms") == 0 || strcmp(f->unit, "MiB") == 0)
+		k = snprintf(out, n, "%s%s%.1f %s", f->label, sep, f->value, f->unit);
 	else
-		k = snprintf(out, n, "%s: %.0f %s", f->label, f->value, f->unit);
+		k = snprintf(out, n, "%s%s%.0f %s", f->label, sep, f->value, f->unit);
 	if (k < 0 || (size_t)k >= n)
 		return;
 	if (f->base >= 0 && base_rate[f->base] > 0)
@@ -1620,6 +1635,348 @@ static void phase_pop(int nparts)
 	buf_free(&ph.path);
 }
 
+/* ---------------------------------------------------------------- phase: transaction */
+
+/*
+ * A pipeline stage: pop one message (batch 1, own group), then one transaction that acks it and
+ * pushes its successor to an output queue's partition of the same name.  This is the shape
+ * SPEC 8 exists for, so its rate is compared with plain batch-1 pushes from as many
+ * connections: the ack and the pop are the price of exactly-once hand-over.
+ */
+struct txn_run {
+	const char *out_queue;
+	const char *group;
+	double stop_at;		/* no new pop after this; a popped message is still committed */
+	long pops, empty, txns, rolled_back;
+	uint64_t seq;
+	struct buf path;
+	struct samples lat;	/* transaction request latency */
+	struct failures fail;
+};
+
+struct txn_conn {
+	bool commit_next;	/* the next request is the transaction for the last pop */
+	bool in_commit;		/* the request in flight is a transaction */
+	struct buf body;
+};
+
+static enum step txn_next(struct engine *en, struct conn *c)
+{
+	struct txn_run *ph = en->phase;
+	struct txn_conn *tc = c->sess;
+
+	if (tc->commit_next) {
+		tc->commit_next = false;
+		tc->in_commit = true;
+		http_request(&c->out, "POST", "/api/v1/transaction", tc->body.p, tc->body.len);
+		return STEP_SEND;
+	}
+	if (now() >= ph->stop_at)
+		return STEP_STOP;
+	tc->in_commit = false;
+	ph->pops++;
+	http_request(&c->out, "GET", ph->path.p, NULL, 0);
+	return STEP_SEND;
+}
+
+/* Builds the ack+push transaction for the one message of a pop answer; false if none. */
+static bool txn_build(struct txn_run *ph, struct txn_conn *tc, const struct http_resp *r)
+{
+	const char *e = r->body + r->body_len, *el, *txn, *pid, *lease, *part;
+	size_t tl, pl, ll, nl;
+	struct js_arr a;
+
+	if (!js_arr_open(&a, js_get(r->body, e, "messages"), e) || !(el = js_arr_next(&a)))
+		return false;
+	if (!js_str(js_get(el, e, "transactionId"), e, &txn, &tl) ||
+	    !js_str(js_get(el, e, "partitionId"), e, &pid, &pl) ||
+	    !js_str(js_get(el, e, "leaseId"), e, &lease, &ll) ||
+	    !js_str(js_get(el, e, "partition"), e, &part, &nl)) {
+		tally_add(ph->fail.items, "message without ids", 19, 1);
+		failures_note(&ph->fail, "message", el, (size_t)(e - el));
+		return false;
+	}
+	tc->body.len = 0;
+	buf_addf(&tc->body, "{\"operations\":[{\"type\":\"ack\",\"transactionId\":\"%.*s\","
+		 "\"partitionId\":\"%.*s\",\"status\":\"completed\",\"consumerGroup\":\"%s\","
+		 "\"leaseId\":\"%.*s\"},{\"type\":\"push\",\"items\":[{\"queue\":\"%s\","
+		 "\"partition\":\"%.*s\",\"payload\":", (int)tl, txn, (int)pl, pid, ph->group,
+		 (int)ll, lease, ph->out_queue, (int)nl, part);
+	buf_add_payload(&tc->body, &payloads[0], ph->seq++);
+	buf_adds(&tc->body, "}]}]}");
+	return true;
+}
+
+static void txn_reply_commit(struct txn_run *ph, const struct http_resp *r, double lat)
+{
+	const char *e = r->body + r->body_len, *why;
+	size_t n;
+
+	samples_add(&ph->lat, lat);
+	if (r->status != 200) {
+		fail_http(&ph->fail, r);
+		return;
+	}
+	if (js_is(js_get(r->body, e, "success"), e, "true")) {
+		ph->txns++;
+		return;
+	}
+	/* success:false is still 200 (SPEC 8): tally by its reason. */
+	ph->rolled_back++;
+	if (js_str(js_get(r->body, e, "reason"), e, &why, &n))
+		tally_add(ph->fail.items, why, n, 1);
+	else
+		tally_add(ph->fail.items, "txn not successful", 18, 1);
+	failures_note(&ph->fail, "transaction", r->body, r->body_len);
+}
+
+static void txn_reply(struct engine *en, struct conn *c, const struct http_resp *r)
+{
+	struct txn_run *ph = en->phase;
+	struct txn_conn *tc = c->sess;
+
+	if (tc->in_commit) {
+		txn_reply_commit(ph, r, now() - c->t_sent);
+		return;
+	}
+	if (r->status == 204) {
+		ph->empty++;
+		c->not_before = now() + 0.005;
+		return;
+	}
+	if (r->status != 200) {
+		fail_http(&ph->fail, r);
+		c->not_before = now() + 0.01;
+		return;
+	}
+	if (!txn_build(ph, tc, r)) {
+		ph->empty++;
+		c->not_before = now() + 0.005;
+		return;
+	}
+	tc->commit_next = true;
+}
+
+/* Plain batch-1 pushes from TXN_CONNS connections, the yardstick of the transaction figure. */
+static double txn_push_yardstick(void)
+{
+	struct push_run ph = { 0 };
+	char queue[128], note[96];
+	double rate, elapsed;
+
+	snprintf(queue, sizeof(queue), "bench-%s-txn-push", run_id);
+	ph.queue = queue;
+	ph.batch = 1;
+	ph.nparts = TXN_PARTITIONS;
+	ph.pl = &payloads[0];
+	ph.to_send = -1;
+	ph.stop_at = now() + opt.duration;
+	rate = push_run(&ph, TXN_CONNS, &elapsed);
+	snprintf(note, sizeof(note), "[%ld req, p50 %.1f ms, p99 %.1f ms]", ph.requests,
+		 samples_pct(&ph.lat, 50) * 1e3, samples_pct(&ph.lat, 99) * 1e3);
+	figure("push b1 100B 16c", rate, "msg/s", payloads[0].base, note);
+	failures_print("push b1 100B 16c", &ph.fail);
+	free(ph.lat.v);
+	return rate;
+}
+
+/*
+ * Pre-pushes TXN_MESSAGES over TXN_PARTITIONS partitions, runs the pop -> ack+push loop on
+ * TXN_CONNS connections for --duration, then the same connections' plain batch-1 push rate.
+ */
+static void phase_txn(void)
+{
+	struct push_run fill = { 0 };
+	struct txn_run ph = { 0 };
+	struct txn_conn tcs[TXN_CONNS];
+	struct engine en = {
+		.nconns = TXN_CONNS, .next = txn_next, .reply = txn_reply,
+		.phase = &ph, .fail = &ph.fail,
+	};
+	char in_queue[128], out_queue[128], group[64], note[128];
+	double rate, push_rate, elapsed;
+
+	snprintf(in_queue, sizeof(in_queue), "bench-%s-txn-in", run_id);
+	snprintf(out_queue, sizeof(out_queue), "bench-%s-txn-out", run_id);
+	snprintf(group, sizeof(group), "bench-%s-txn", run_id);
+	fill.queue = in_queue;
+	fill.batch = PUSH_BIG_BATCH;
+	fill.nparts = TXN_PARTITIONS;
+	fill.pl = &payloads[0];
+	fill.to_send = TXN_MESSAGES;
+	fill.stop_at = now() + 3600;
+	rate = push_run(&fill, PUSH_BIG_CONNS, &elapsed);
+	printf("  txn prefill %dp: %ld queued in %.1f s (%.0f msg/s)\n", TXN_PARTITIONS,
+	       fill.queued, elapsed, rate);
+	failures_print("txn prefill", &fill.fail);
+	free(fill.lat.v);
+
+	ph.out_queue = out_queue;
+	ph.group = group;
+	ph.stop_at = now() + opt.duration;
+	buf_addf(&ph.path, "/api/v1/pop/queue/%s?batch=1&wait=false&consumerGroup=%s"
+		 "&subscriptionMode=all", in_queue, group);
+	memset(tcs, 0, sizeof(tcs));
+	engine_run(&en, tcs, sizeof(tcs[0]));
+	elapsed = en.t_last - en.t_start;
+	rate = elapsed > 0 ? (double)ph.txns / elapsed : 0;
+	snprintf(note, sizeof(note), "[%ld txn in %.1f s, %ld pops, %ld empty, p50 %.1f ms, "
+		 "p99 %.1f ms]", ph.txns, elapsed, ph.pops, ph.empty,
+		 samples_pct(&ph.lat, 50) * 1e3, samples_pct(&ph.lat, 99) * 1e3);
+	figure("txn ack+push 16c", rate, "txn/s", -1, note);
+	failures_print("txn ack+push 16c", &ph.fail);
+	for (int i = 0; i < TXN_CONNS; i++)
+		buf_free(&tcs[i].body);
+	buf_free(&ph.path);
+	free(ph.lat.v);
+
+	push_rate = txn_push_yardstick();
+	figure("txn vs push b1 16c", push_rate > 0 ? rate / push_rate : 0, "x", -1,
+	       "(SPEC target >= 0.40)");
+}
+
+/* ---------------------------------------------------------------- phase: timers */
+
+/* Wall-clock milliseconds: timers are due at a wall-clock moment, not a monotonic one. */
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Counts the ok:true results of one /timers answer; each other one is a failure. */
+static long timers_count_ok(const struct http_resp *r, struct failures *f)
+{
+	const char *e = r->body + r->body_len, *el;
+	struct js_arr a;
+	long ok = 0;
+
+	if (!js_arr_open(&a, js_get(r->body, e, "results"), e)) {
+		tally_add(f->items, "unparsable", 10, 1);
+		failures_note(f, "timers answer", r->body, r->body_len);
+		return 0;
+	}
+	while ((el = js_arr_next(&a))) {
+		if (js_is(js_get(el, e, "ok"), e, "true")) {
+			ok++;
+			continue;
+		}
+		tally_add(f->items, "not scheduled", 13, 1);
+		failures_note(f, "timer", el, (size_t)(e - el));
+	}
+	return ok;
+}
+
+/* Schedules TIMER_COUNT timers on `queue`, all due at wall-clock `due_ms`; returns how many. */
+static long timers_schedule(struct hclient *h, const char *queue, int64_t due_ms,
+			    struct failures *f)
+{
+	struct buf body = { 0 };
+	struct http_resp r;
+	long scheduled = 0;
+
+	for (int i = 0; i < TIMER_COUNT; i += TIMER_OPS) {
+		body.len = 0;
+		buf_adds(&body, "{\"operations\":[");
+		for (int k = i; k < i + TIMER_OPS && k < TIMER_COUNT; k++) {
+			/* Per op, so the time the calls take does not spread the due moment. */
+			int64_t delay = due_ms - wall_ms();
+
+			buf_addf(&body, "%s{\"op\":\"schedule\",\"queue\":\"%s\",\"timerKey\":\"k%d\","
+				 "\"delayMs\":%" PRId64 ",\"txn\":\"t%d\",\"payload\":{\"i\":%d}}",
+				 k > i ? "," : "", queue, k, delay > 0 ? delay : 0, k, k);
+		}
+		buf_adds(&body, "]}");
+		if (hc_call(h, "POST", "/api/v1/timers", body.p, body.len, &r) < 0) {
+			f->transport++;
+			failures_note(f, "transport", "timers call lost", 16);
+		} else if (r.status != 200) {
+			fail_http(f, &r);
+		} else {
+			scheduled += timers_count_ok(&r, f);
+		}
+	}
+	buf_free(&body);
+	return scheduled;
+}
+
+/* Messages stored in `queue` (sum of its partitions' counts); 0 while it does not exist. */
+static long queue_messages(struct hclient *h, const char *queue, struct failures *f)
+{
+	const char *e, *el;
+	struct http_resp r;
+	struct js_arr a;
+	char path[256];
+	long total = 0;
+
+	snprintf(path, sizeof(path), "/api/v1/resources/queues/%s", queue);
+	if (hc_call(h, "GET", path, NULL, 0, &r) < 0) {
+		f->transport++;
+		failures_note(f, "transport", "queue detail lost", 17);
+		return -1;
+	}
+	if (r.status == 404)
+		return 0;
+	if (r.status != 200) {
+		fail_http(f, &r);
+		return -1;
+	}
+	e = r.body + r.body_len;
+	if (!js_arr_open(&a, js_get(r.body, e, "partitions"), e))
+		return 0;
+	while ((el = js_arr_next(&a)))
+		total += strtol(js_get(el, e, "messages") ? js_get(el, e, "messages") : "0",
+				NULL, 10);
+	return total;
+}
+
+/*
+ * TIMER_COUNT timers all due at the same wall-clock second about 5 s ahead; the figure is how
+ * long after that second the last of them is stored as a message (SPEC target: within 2 s).
+ */
+static void phase_timers(void)
+{
+	struct hclient h = { .fd = -1 };
+	struct failures fail = { 0 };
+	char queue[128], note[96];
+	int64_t due_ms, deadline_ms, done_ms = -1;
+	long scheduled, stored = 0;
+
+	snprintf(queue, sizeof(queue), "bench-%s-timers", run_id);
+	due_ms = (wall_ms() / 1000 + 6) * 1000;	/* the whole second 5-6 s ahead */
+	scheduled = timers_schedule(&h, queue, due_ms, &fail);
+	if (wall_ms() >= due_ms) {
+		tally_add(fail.items, "scheduling too slow", 19, 1);
+		failures_note(&fail, "timers", "scheduling ran past the due second", 34);
+	}
+	deadline_ms = due_ms + (int64_t)(TIMER_WAIT_S * 1000);
+	while (wall_ms() < deadline_ms) {
+		long n = queue_messages(&h, queue, &fail);
+
+		if (n > stored)
+			stored = n;
+		if (stored >= TIMER_COUNT) {
+			done_ms = wall_ms();
+			break;
+		}
+		usleep(TIMER_POLL_MS * 1000);
+	}
+	snprintf(note, sizeof(note), "[%ld scheduled, %ld stored, SPEC target <= 2 s]", scheduled,
+		 stored);
+	if (done_ms < 0) {
+		tally_add(fail.items, "not fired in time", 17, TIMER_COUNT - stored);
+		failures_note(&fail, "timers", "not all stored within 60 s of the due second", 44);
+		figure("timers 10000 due together: fired in", TIMER_WAIT_S, "s", -1, note);
+	} else {
+		figure("timers 10000 due together: fired in",
+		       done_ms > due_ms ? (double)(done_ms - due_ms) / 1000 : 0, "s", -1, note);
+	}
+	failures_print("timers", &fail);
+	hc_free(&h);
+}
+
 /* ---------------------------------------------------------------- phase: long-poll latency */
 
 /* Pops everything deliverable (wait=false) and acks it, so the next sample starts clean. */
@@ -1800,7 +2157,8 @@ static void usage(FILE *out)
 		"  --duration SECONDS   length of each baseline and push phase (default 10)\n"
 		"  --quick              small sizes for a smoke run (2 s phases, 10k pop backlog,\n"
 		"                       1000 partitions, 20 latency samples)\n"
-		"  --only LIST          phases to run, comma-separated: baseline,push,pop,latency,rss\n"
+		"  --only LIST          phases to run, comma-separated:\n"
+		"                       baseline,push,pop,txn,timers,latency,rss\n"
 		"  --pop-messages N     pop backlog size (default 200000)\n"
 		"  --many-partitions N  the \"many partitions\" count (default 10000)\n"
 		"  --samples N          long-poll latency samples (default 200)\n"
@@ -1897,7 +2255,8 @@ int main(int argc, char **argv)
 	};
 	bool duration_set = false, pop_set = false, many_set = false, samples_set = false;
 	int ch;
-	const char *only_names[] = { "baseline", "push", "pop", "latency", "rss" };
+	const char *only_names[] = { "baseline", "push", "pop", "txn", "timers", "latency",
+				     "rss" };
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
@@ -1967,7 +2326,8 @@ int main(int argc, char **argv)
 				if (strlen(only_names[i]) == k && strncmp(p, only_names[i], k) == 0)
 					break;
 			if (i == sizeof(only_names) / sizeof(only_names[0]))
-				die("--only: unknown phase \"%.*s\" (baseline,push,pop,latency,rss)",
+				die("--only: unknown phase \"%.*s\" "
+				    "(baseline,push,pop,txn,timers,latency,rss)",
 				    (int)k, p);
 			p += k;
 			if (*p == ',')
@@ -2001,7 +2361,7 @@ int main(int argc, char **argv)
 			printf("baseline: skipped (no --pg)\n");
 		}
 	}
-	if (want("push") || want("pop") || want("latency"))
+	if (want("push") || want("pop") || want("txn") || want("timers") || want("latency"))
 		check_health();
 	if (want("push")) {
 		int parts[2] = { 10, opt.many_partitions };
@@ -2016,6 +2376,10 @@ int main(int argc, char **argv)
 		phase_pop(10);
 		phase_pop(opt.many_partitions);
 	}
+	if (want("txn"))
+		phase_txn();
+	if (want("timers"))
+		phase_timers();
 	if (want("latency"))
 		phase_latency();
 	if (want("rss"))
