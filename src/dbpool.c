@@ -165,6 +165,17 @@ db_ok(const struct dbconn *c)
 }
 
 int
+db_ping(struct dbconn *c)
+{
+	PGresult *res;
+
+	if (db_exec(c, SQL_PING, NULL, &res) != QE_OK)
+		return 0;
+	PQclear(res);
+	return 1;
+}
+
+int
 db_backend_pid(const struct dbconn *c)
 {
 	return db_ok(c) ? PQbackendPID(c->pg) : 0;

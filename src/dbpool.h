@@ -18,6 +18,8 @@ void db_free(struct dbconn *c);
 /* Connects (and prepares the catalogue) when the connection is down and the backoff allows. */
 enum qe db_ensure(struct dbconn *c);
 int db_ok(const struct dbconn *c);
+/* 1 when the database answers a trivial statement on this connection now, else 0. */
+int db_ping(struct dbconn *c);
 /* Backend pid of the connection, 0 when down. */
 int db_backend_pid(const struct dbconn *c);
 

@@ -19,12 +19,9 @@
 enum qe
 h_health(struct req *r, struct wk *w)
 {
-	PGresult *res;
-	int ok = db_exec(w->db, SQL_PING, NULL, &res) == QE_OK;
+	int ok = db_ping(w->db);
 	struct strbuf sb;
 
-	if (ok)
-		PQclear(res);
 	sb_init(&sb);
 	sb_addf(&sb, "{\"status\":\"%s\",\"database\":\"%s\",\"version\":\"%s\","
 		"\"uptimeSeconds\":%lld}", ok ? "healthy" : "unhealthy",

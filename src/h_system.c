@@ -23,12 +23,9 @@ h_system_pops_paused(void)
 enum qe
 h_buffers(struct req *r, struct wk *w)
 {
-	PGresult *res;
-	int healthy = db_exec(w->db, SQL_PING, NULL, &res) == QE_OK;
+	int healthy = db_ping(w->db);
 	struct strbuf sb;
 
-	if (healthy)
-		PQclear(res);
 	sb_init(&sb);
 	sb_addf(&sb, "{\"pendingCount\":%ld,\"failedCount\":%ld,\"dbHealthy\":%s}",
 		spool_pending(), spool_failed(), healthy ? "true" : "false");
