@@ -20,44 +20,20 @@
 #include <time.h>
 #include <unistd.h>
 
-enum qe
-h_resources_queues(struct req *r, struct wk *w)
-{
-	return h_reply_sql_json(r, w, SQL_RES_QUEUES, NULL, "not found");
-}
-
-enum qe
-h_resources_overview(struct req *r, struct wk *w)
-{
-	return h_reply_sql_json(r, w, SQL_RES_OVERVIEW, NULL, "not found");
-}
-
-enum qe
-h_resources_namespaces(struct req *r, struct wk *w)
-{
-	return h_reply_sql_json(r, w, SQL_RES_NAMESPACES, NULL, "not found");
-}
-
-enum qe
-h_resources_tasks(struct req *r, struct wk *w)
-{
-	return h_reply_sql_json(r, w, SQL_RES_TASKS, NULL, "not found");
-}
-
 /* Appends wall time ms as an ISO-8601 JSON string, or null for 0. */
 static void
 add_iso(struct strbuf *sb, int64_t ms)
 {
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	char buf[40];
+	char buf[32];
 
-	if (ms <= 0 || !gmtime_r(&t, &tm)) {
+	if (ms <= 0) {
 		sb_adds(sb, "null");
 		return;
 	}
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	sb_addf(sb, "\"%s.%03dZ\"", buf, (int)(ms % 1000));
+	jio_format_iso(ms, buf, sizeof(buf));
+	sb_addc(sb, '"');
+	sb_adds(sb, buf);
+	sb_addc(sb, '"');
 }
 
 static long

@@ -14,16 +14,9 @@
 struct req;
 struct wk;
 
-/* {"queues":[{id,name,namespace,task,createdAt,partitions,messages,pending,processing,
- * completed,consumerGroups,lastMessageAt}],"total":N}, by name. */
-enum qe h_resources_queues(struct req *r, struct wk *w);
-/* {queues,partitions,namespaces,tasks,consumerGroups,messages:{total,pending,processing,
- * completed,deadLetter},leases:{active},lastMessageAt,timestamp}. */
-enum qe h_resources_overview(struct req *r, struct wk *w);
-/* {"namespaces":[{namespace,queues,partitions,messages,pending,processing}],"total":N}. */
-enum qe h_resources_namespaces(struct req *r, struct wk *w);
-/* {"tasks":[{namespace,task,queues,partitions,messages,pending,processing}],"total":N}. */
-enum qe h_resources_tasks(struct req *r, struct wk *w);
+/* GET /api/v1/resources/queues, /overview, /namespaces and /tasks are served straight from
+ * their SQL functions by h_sql_view (h_util.h) through the route table; shapes in
+ * queen-api(7). */
 /* {status,version,uptimeSeconds,time,broker:{…},retention:{…},database:{…}}; answers 200
  * with "status":"degraded" and database {"connected":false} when PostgreSQL is down. */
 enum qe h_status(struct req *r, struct wk *w);

@@ -3,6 +3,7 @@
 #include "dbpool.h"
 #include "http.h"
 #include "jsonio.h"
+#include "router.h"
 #include "workers.h"
 
 #include <stdio.h>
@@ -36,4 +37,10 @@ h_reply_sql_json(struct req *r, struct wk *w, enum sql_id id, const char *const 
 		return req_fail(r, QE_NO_RESOURCE, "%s", not_found);
 	req_reply(r, 200, json, strlen(json));
 	return QE_OK;
+}
+
+enum qe
+h_sql_view(struct req *r, struct wk *w)
+{
+	return h_reply_sql_json(r, w, r->route->view, NULL, "not found");
 }

@@ -20,6 +20,9 @@ struct h_paging {
 
 enum qe h_paging(struct req *r, int64_t def_limit, struct h_paging *out);
 
+/* The run step of a route with a .view: answers the json of that statement. */
+enum qe h_sql_view(struct req *r, struct wk *w);
+
 enum qe h_reply_sql_json(struct req *r, struct wk *w, enum sql_id id, const char *const *params,
 			 const char *not_found);
 

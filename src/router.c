@@ -13,6 +13,7 @@
 #include "h_push.h"
 #include "h_queue.h"
 #include "h_status.h"
+#include "h_util.h"
 #include "h_system.h"
 #include "h_timers.h"
 #include "h_txn.h"
@@ -63,10 +64,14 @@ static const struct route routes[] = {
 	{ "POST", "/api/v1/messages/:partitionId/:transactionId/retry", BODY_JSON_OPTIONAL,
 	  h_dlq_replay_prepare, h_message_retry_run, NULL },
 	/* operator views (h_status.c) */
-	{ "GET", "/api/v1/resources/queues", BODY_NONE, NULL, h_resources_queues, NULL },
-	{ "GET", "/api/v1/resources/overview", BODY_NONE, NULL, h_resources_overview, NULL },
-	{ "GET", "/api/v1/resources/namespaces", BODY_NONE, NULL, h_resources_namespaces, NULL },
-	{ "GET", "/api/v1/resources/tasks", BODY_NONE, NULL, h_resources_tasks, NULL },
+	{ "GET", "/api/v1/resources/queues", BODY_NONE, NULL, h_sql_view, NULL,
+	  .view = SQL_RES_QUEUES },
+	{ "GET", "/api/v1/resources/overview", BODY_NONE, NULL, h_sql_view, NULL,
+	  .view = SQL_RES_OVERVIEW },
+	{ "GET", "/api/v1/resources/namespaces", BODY_NONE, NULL, h_sql_view, NULL,
+	  .view = SQL_RES_NAMESPACES },
+	{ "GET", "/api/v1/resources/tasks", BODY_NONE, NULL, h_sql_view, NULL,
+	  .view = SQL_RES_TASKS },
 	{ "GET", "/api/v1/status", BODY_NONE, NULL, h_status, NULL },
 	{ "GET", "/api/v1/status/queues", BODY_NONE, NULL, h_status_queues, NULL },
 	/* spool and maintenance (h_system.c) */

@@ -6,6 +6,7 @@
 #define QUEEN_ROUTER_H
 
 #include "errors.h"
+#include "sqlstmt.h"
 
 #include <stddef.h>
 
@@ -29,6 +30,9 @@ struct route {
 	/* Worker thread, optional: serve several queued requests of this route at once (group
 	 * commit). Writes one code per request into rcs, with the meaning of run's. */
 	void (*run_many)(struct req **rs, size_t n, struct wk *w, enum qe *rcs);
+	/* Parameterless read views (run = h_sql_view): the catalogued statement whose single
+	 * json value is the answer. */
+	enum sql_id view;
 };
 
 enum route_match_result { ROUTE_FOUND, ROUTE_NO_PATH, ROUTE_NO_METHOD };

@@ -15,13 +15,6 @@ start_pg();
 my $q = start_queend();
 
 # POSTs a bundle; returns the answer (the test fails unless the status is 200).
-sub txn {
-	my ($body, $name) = @_;
-	my ($s, $b, undef, $raw) = $q->post_json('/api/v1/transaction', $body);
-	is($s, 200, ($name // 'transaction') . ': 200') or diag($raw);
-	return ref $b eq 'HASH' ? $b : {};
-}
-
 # The ack operation of a popped message, under its lease, for its group.
 sub ack_op {
 	my ($m, %o) = @_;
@@ -48,7 +41,7 @@ subtest 'N to M: acks from two queues and groups, pushes to three partitions, on
 	my ($a0, $a1) = @{ $pa->{messages} };
 	my ($b0) = @{ $pb->{messages} };
 
-	my $r = txn({ operations => [
+	my $r = $q->transaction({ operations => [
 		ack_op($a0),
 		{ type => 'push', items => [
 			{ queue => 'dst-x', partition => 'p1', payload => { from => 'a0' }, transactionId => 'x-1' },
@@ -104,7 +97,7 @@ subtest 'a duplicate push undoes the whole bundle; the input stays leased and un
 		{ type => 'push', items => [ { queue => 'dst-d', transactionId => 'new-2' },
 			{ queue => 'dst-d', transactionId => 'already-there' } ] },
 	] };
-	my $r = txn($body, 'bundle with a duplicate');
+	my $r = $q->transaction($body, 'bundle with a duplicate');
 	is_false($r->{success}, 'success false');
 	is($r->{reason}, 'duplicate', 'reason duplicate');
 	like($r->{error} // '', qr/already-there/, "error names the transactionId: $r->{error}");
@@ -120,7 +113,7 @@ subtest 'a duplicate push undoes the whole bundle; the input stays leased and un
 
 	# Without the duplicate the same lease is still good: nothing was consumed.
 	pop @{ $body->{operations}[2]{items} };
-	$r = txn($body, 'same bundle without the duplicate');
+	$r = $q->transaction($body, 'same bundle without the duplicate');
 	is_true($r->{success}, 'commits under the same lease');
 	is_deeply(committed('in-d'), { Default => 0 }, 'now the input is acked');
 };
@@ -131,7 +124,7 @@ subtest 'an expired lease: ack_rejected, nothing written' => sub {
 	my $m = $p->{messages}[0];
 	my $t0 = time;
 	wait_until(sub { time > $t0 + 2.5 }, 10, 0.1);
-	my $r = txn({ operations => [ ack_op($m),
+	my $r = $q->transaction({ operations => [ ack_op($m),
 		{ type => 'push', queue => 'out-e', transactionId => 'e-1', payload => 1 } ] }, 'late bundle');
 	is_false($r->{success}, 'success false');
 	is($r->{reason}, 'ack_rejected', 'reason ack_rejected');
@@ -149,7 +142,7 @@ subtest 'an unknown transactionId: ack_rejected, nothing written' => sub {
 	$q->push_n('in-u', 1);
 	my (undef, $p) = $q->pop('in-u');
 	my $m = $p->{messages}[0];
-	my $r = txn({ operations => [ ack_op($m),
+	my $r = $q->transaction({ operations => [ ack_op($m),
 		ack_op($m, transactionId => 'no-such-message'),
 		{ type => 'push', queue => 'out-u', payload => 1 } ] }, 'bundle acking a ghost');
 	is($r->{reason}, 'ack_rejected', 'ack_rejected');
@@ -161,17 +154,17 @@ subtest 'an unknown transactionId: ack_rejected, nothing written' => sub {
 subtest 'nacks in a bundle: failed and dlq apply like /ack' => sub {
 	$q->push_n('in-n', 2);
 	my (undef, $p) = $q->pop('in-n', batch => 1);
-	my $r = txn({ operations => [ ack_op($p->{messages}[0], status => 'failed', error => 'bad input'),
+	my $r = $q->transaction({ operations => [ ack_op($p->{messages}[0], status => 'failed', error => 'bad input'),
 		{ type => 'push', queue => 'out-n', payload => 'compensation' } ] }, 'failed nack');
 	is_true($r->{success}, 'commits');
 	is_true($r->{results}[0]{leaseReleased}, 'a failed nack releases the lease');
 	my (undef, $again) = $q->pop('in-n', batch => 1);
 	is_deeply(txns($again), ['in-n-m-0'], 'the head redelivers');
-	$r = txn({ operations => [ ack_op($again->{messages}[0], status => 'dlq', error => 'poison') ] }, 'dlq');
+	$r = $q->transaction({ operations => [ ack_op($again->{messages}[0], status => 'dlq', error => 'poison') ] }, 'dlq');
 	is_true($r->{results}[0]{dlq}, 'dead-lettered');
 	my (undef, $d) = $q->get('/api/v1/dlq', { queue => 'in-n' });
 	is($d->{messages}[0]{errorMessage}, 'poison', 'dead letter with the reason given');
-	$r = txn({ operations => [ ack_op($again->{messages}[0], status => 'bogus') ] }, 'bad status');
+	$r = $q->transaction({ operations => [ ack_op($again->{messages}[0], status => 'bogus') ] }, 'bad status');
 	is($r->{reason}, 'ack_rejected', 'an unknown status rejects the bundle, as /ack fails the item');
 	like($r->{ackError} // '', qr/completed, failed, retry or dlq/, 'naming the statuses accepted');
 };
@@ -184,7 +177,7 @@ subtest 'a committed bundle wakes a pop parked on its output queue' => sub {
 	});
 	# Until it is parked (a bundle landing before that is found by the pop's query anyway).
 	wait_until(sub { ((($q->get('/metrics'))[1] // {})->{longPoll} // {})->{parked} }, 10);
-	my $r = txn({ operations => [ { type => 'push', queue => 'out-w', transactionId => 'w-1' } ] }, 'push');
+	my $r = $q->transaction({ operations => [ { type => 'push', queue => 'out-w', transactionId => 'w-1' } ] }, 'push');
 	is_true($r->{success}, 'commits');
 	my $got = $parked->result(30);
 	is($got->{status}, 200, 'the parked pop answers');

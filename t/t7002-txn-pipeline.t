@@ -16,13 +16,6 @@ my $q = start_queend();
 
 my %pop = (batch => 1, consumerGroup => 'stage', subscriptionMode => 'all');
 
-sub txn {
-	my ($body, $name) = @_;
-	my ($s, $b, undef, $raw) = $q->post_json('/api/v1/transaction', $body);
-	is($s, 200, "$name: 200") or diag($raw);
-	return ref $b eq 'HASH' ? $b : {};
-}
-
 # The stage's bundle for one input message: its output (transactionId out-<input>) and the ack.
 sub bundle {
 	my $m = shift;
@@ -53,30 +46,30 @@ is($again->{messages}[0]{deliveryAttempt}, 2, 'as attempt 2');
 isnt($again->{leaseId}, $crashed->{leaseId}, 'under a new lease');
 
 # The crashed stage was not dead after all: its bundle arrives while the new holder works.
-my $r = txn(bundle($crashed), 'the crashed stage\'s bundle arriving late');
+my $r = $q->transaction(bundle($crashed), 'the crashed stage\'s bundle arriving late');
 is_false($r->{success}, 'refused');
 is($r->{reason}, 'ack_rejected', 'its lease is dead');
 my ($s, $peek) = $q->get('/api/v1/resources/queues/stage-out');
 is($s, 404, 'and its output is not stored');
 
 my $b = bundle($again->{messages}[0]);
-$r = txn($b, 'the restarted stage commits');
+$r = $q->transaction($b, 'the restarted stage commits');
 is_true($r->{success}, 'output and ack committed');
 my $out_id = $r->{results}[0]{messageId};
 
-$r = txn($b, 'the same bundle replayed (a client retry)');
+$r = $q->transaction($b, 'the same bundle replayed (a client retry)');
 is_false($r->{success}, 'refused');
 is($r->{reason}, 'duplicate', 'as a duplicate');
 is($r->{messageId}, $out_id, 'naming the output already stored');
 
-$r = txn(bundle($crashed), 'the crashed stage\'s bundle, once more after the commit');
+$r = $q->transaction(bundle($crashed), 'the crashed stage\'s bundle, once more after the commit');
 is_false($r->{success}, 'refused (its output is a duplicate)');
 
 # The stage carries on with the rest of its input.
 for my $n (1, 2) {
 	my (undef, $p) = $q->pop('stage-in', %pop);
 	is_deeply(txns($p), ["in-$n"], "next input in-$n");
-	is_true(txn(bundle($p->{messages}[0]), "in-$n")->{success}, "in-$n processed");
+	is_true($q->transaction(bundle($p->{messages}[0]), "in-$n")->{success}, "in-$n processed");
 }
 ($s) = $q->pop('stage-in', %pop);
 is($s, 204, 'the input is drained');

@@ -14,13 +14,6 @@ use Time::HiRes qw(time);
 start_pg();
 my $q = start_queend();
 
-sub txn {
-	my ($body, $name) = @_;
-	my ($s, $b, undef, $raw) = $q->post_json('/api/v1/transaction', $body);
-	is($s, 200, "$name: 200") or diag($raw);
-	return ref $b eq 'HASH' ? $b : {};
-}
-
 sub committed {
 	my ($queue, $group) = @_;
 	my (undef, $b) = $q->get("/api/v1/resources/queues/$queue/depth", $group ? { group => $group } : undef);
@@ -42,7 +35,7 @@ my $ghost = '01900000-0000-7000-8000-000000000001';
 subtest 'requiredLeases without per-ack lease or group: acks for the leasing group' => sub {
 	$q->push_n('jl', 2);
 	my (undef, $p) = $q->pop('jl', batch => 2, consumerGroup => 'g1', subscriptionMode => 'all');
-	my $r = txn({ operations => [ map({ bare_ack($_) } @{ $p->{messages} }),
+	my $r = $q->transaction({ operations => [ map({ bare_ack($_) } @{ $p->{messages} }),
 		{ type => 'push', items => [ { queue => 'jl-out', payload => 1 } ] } ],
 		requiredLeases => [ $p->{leaseId} ] }, 'client-style bundle');
 	is_true($r->{success}, 'commits');
@@ -56,7 +49,7 @@ subtest 'requiredLeases without per-ack lease or group: acks for the leasing gro
 subtest 'a required lease that is not live rolls the bundle back' => sub {
 	$q->push_n('nl', 1);
 	my (undef, $p) = $q->pop('nl');
-	my $r = txn({ operations => [ bare_ack($p->{messages}[0]),
+	my $r = $q->transaction({ operations => [ bare_ack($p->{messages}[0]),
 		{ type => 'push', queue => 'nl-out', payload => 1 } ],
 		requiredLeases => [ $p->{leaseId}, $ghost ] }, 'one required lease never existed');
 	is_false($r->{success}, 'refused');
@@ -65,17 +58,17 @@ subtest 'a required lease that is not live rolls the bundle back' => sub {
 	ok(!queue_exists('nl-out'), 'nothing pushed');
 	is_deeply(committed('nl'), { Default => -1 }, 'nothing acked');
 
-	$r = txn({ operations => [ { type => 'push', queue => 'nl-out', payload => 1 } ],
+	$r = $q->transaction({ operations => [ { type => 'push', queue => 'nl-out', payload => 1 } ],
 		requiredLeases => [ $ghost ] }, 'a required lease and no ack');
 	is($r->{reason}, 'ack_rejected', 'still refused: every required lease must be live');
 	ok(!queue_exists('nl-out'), 'nothing pushed');
 
-	$r = txn({ operations => [ { type => 'push', queue => 'nl-out', payload => 1 } ],
+	$r = $q->transaction({ operations => [ { type => 'push', queue => 'nl-out', payload => 1 } ],
 		requiredLeases => [ 'not-a-lease' ] }, 'a required lease that is no lease id');
 	is($r->{reason}, 'ack_rejected', 'refused');
 	ok(!queue_exists('nl-out'), 'nothing pushed');
 
-	$r = txn({ operations => [ bare_ack($p->{messages}[0]),
+	$r = $q->transaction({ operations => [ bare_ack($p->{messages}[0]),
 		{ type => 'push', queue => 'nl-out', payload => 1 } ],
 		requiredLeases => [ $p->{leaseId} ] }, 'the live lease alone');
 	is_true($r->{success}, 'commits');
@@ -89,7 +82,7 @@ subtest 'the lease held on the partition must be one of requiredLeases' => sub {
 	isnt($p1->{leaseId}, $p2->{leaseId}, 'two pops, two leases');
 	my $m2 = $p2->{messages}[0];
 
-	my $r = txn({ operations => [ bare_ack($m2), { type => 'push', queue => 'two-out' } ],
+	my $r = $q->transaction({ operations => [ bare_ack($m2), { type => 'push', queue => 'two-out' } ],
 		requiredLeases => [ $p1->{leaseId} ] }, 'ack of p2 with only p1\'s lease required');
 	is_false($r->{success}, 'refused');
 	is($r->{reason}, 'ack_rejected', 'ack_rejected');
@@ -97,13 +90,13 @@ subtest 'the lease held on the partition must be one of requiredLeases' => sub {
 	ok(!queue_exists('two-out'), 'nothing pushed');
 	is_deeply(committed('two'), { p1 => -1, p2 => -1 }, 'nothing acked');
 
-	$r = txn({ operations => [ { %{ bare_ack($m2) }, leaseId => $p2->{leaseId} },
+	$r = $q->transaction({ operations => [ { %{ bare_ack($m2) }, leaseId => $p2->{leaseId} },
 		{ type => 'push', queue => 'two-out' } ],
 		requiredLeases => [ $p1->{leaseId} ] }, 'the same ack carrying its own leaseId');
 	is_true($r->{success}, 'the ack\'s own lease comes first');
 	is_deeply(committed('two'), { p1 => -1, p2 => 0 }, 'p2 acked');
 
-	$r = txn({ operations => [ { %{ bare_ack($p1->{messages}[0]) }, leaseId => $p2->{leaseId} } ] },
+	$r = $q->transaction({ operations => [ { %{ bare_ack($p1->{messages}[0]) }, leaseId => $p2->{leaseId} } ] },
 		'an own leaseId that is another partition\'s');
 	is($r->{reason}, 'ack_rejected', 'refused: a lease is checked against its partition');
 };
@@ -111,7 +104,7 @@ subtest 'the lease held on the partition must be one of requiredLeases' => sub {
 subtest 'an own leaseId and no group: the group holding that lease' => sub {
 	$q->push_n('og', 1);
 	my (undef, $p) = $q->pop('og', consumerGroup => 'g2', subscriptionMode => 'all');
-	my $r = txn({ operations => [ { %{ bare_ack($p->{messages}[0]) }, leaseId => $p->{leaseId} } ] },
+	my $r = $q->transaction({ operations => [ { %{ bare_ack($p->{messages}[0]) }, leaseId => $p->{leaseId} } ] },
 		'ack with leaseId, without consumerGroup');
 	is_true($r->{success}, 'commits');
 	is($r->{results}[0]{consumerGroup}, 'g2', 'for group g2');
@@ -121,7 +114,7 @@ subtest 'an own leaseId and no group: the group holding that lease' => sub {
 subtest 'no lease anywhere: a lease-less ack' => sub {
 	$q->push_n('ll', 2);
 	my (undef, $p) = $q->pop('ll', batch => 1);
-	my $r = txn({ operations => [ bare_ack({ transactionId => 'll-m-1',
+	my $r = $q->transaction({ operations => [ bare_ack({ transactionId => 'll-m-1',
 		partitionId => $p->{partitionId} }) ] }, 'lease-less ack of the next message');
 	is_true($r->{success}, 'commits without a lease check');
 	is_deeply(committed('ll'), { Default => 1 }, 'the cursor moved past both');
@@ -132,7 +125,7 @@ subtest 'a required lease that expired' => sub {
 	my (undef, $p) = $q->pop('ex', leaseSeconds => 1);
 	my $t0 = time;
 	wait_until(sub { time > $t0 + 2.5 }, 10, 0.1);
-	my $r = txn({ operations => [ bare_ack($p->{messages}[0]),
+	my $r = $q->transaction({ operations => [ bare_ack($p->{messages}[0]),
 		{ type => 'push', queue => 'ex-out' } ], requiredLeases => [ $p->{leaseId} ] },
 		'bundle after the lease expired');
 	is($r->{reason}, 'ack_rejected', 'refused');

@@ -13,13 +13,6 @@ use QueenTest;
 start_pg();
 my $q = start_queend();
 
-sub txn {
-	my ($body, $name) = @_;
-	my ($s, $b, undef, $raw) = $q->post_json('/api/v1/transaction', $body);
-	is($s, 200, "$name: 200") or diag($raw);
-	return ref $b eq 'HASH' ? $b : {};
-}
-
 sub committed {
 	my ($queue) = @_;
 	my (undef, $b) = $q->get("/api/v1/resources/queues/$queue/depth");
@@ -40,7 +33,7 @@ subtest 'an idempotency marker in kv commits with the output and the ack' => sub
 	$q->push_n('orders', 2);
 	my (undef, $p) = $q->pop('orders', batch => 1);
 	my $m = $p->{messages}[0];
-	my $r = txn({ operations => [ ack_op($m),
+	my $r = $q->transaction({ operations => [ ack_op($m),
 			{ type => 'push', queue => 'invoices', transactionId => 'inv-0', payload => { n => 0 } } ],
 		kv => [ { op => 'putIfAbsent', ns => 'orders', key => 'idem:0', value => jtrue,
 			  ttlSeconds => 86400, required => jtrue },
@@ -63,7 +56,7 @@ subtest 'a required precondition that fails undoes pushes, acks and earlier kv w
 	my (undef, $p) = $q->pop('orders', batch => 1);
 	my $m = $p->{messages}[0];
 	my $before = kv_get('orders', 'idem:0');
-	my $r = txn({ operations => [ ack_op($m),
+	my $r = $q->transaction({ operations => [ ack_op($m),
 			{ type => 'push', queue => 'invoices', transactionId => 'inv-1', payload => { n => 1 } },
 			{ type => 'push', queue => 'receipts', payload => 1 } ],
 		kv => [ { op => 'incr', ns => 'orders', key => 'count', delta => 1, forever => jtrue },
@@ -89,7 +82,7 @@ subtest 'a required precondition that fails undoes pushes, acks and earlier kv w
 };
 
 subtest 'a precondition that is not required only reports itself' => sub {
-	my $r = txn({ operations => [ { type => 'push', queue => 'loose', payload => 1 } ],
+	my $r = $q->transaction({ operations => [ { type => 'push', queue => 'loose', payload => 1 } ],
 		kv => [ { op => 'put', ns => 'orders', key => 'count', value => 9, expect => 999999,
 			  forever => jtrue } ] }, 'put with a wrong expect');
 	is_true($r->{success}, 'commits');
@@ -99,7 +92,7 @@ subtest 'a precondition that is not required only reports itself' => sub {
 };
 
 subtest 'timers scheduled in a committed bundle fire' => sub {
-	my $r = txn({ operations => [ { type => 'push', queue => 'saga', transactionId => 'step-1' } ],
+	my $r = $q->transaction({ operations => [ { type => 'push', queue => 'saga', transactionId => 'step-1' } ],
 		kv => [ { op => 'get', ns => 'orders', key => 'count' } ],
 		timers => [ { op => 'schedule', queue => 'compensations', timerKey => 'saga:1', delayMs => 300,
 			      txn => 'c-1', payload => { orderId => 1 } } ] }, 'bundle with a timer');
@@ -119,7 +112,7 @@ subtest 'timers scheduled in a committed bundle fire' => sub {
 };
 
 subtest 'timers of a rolled-back bundle do not exist' => sub {
-	my $r = txn({ operations => [ { type => 'push', queue => 'saga', transactionId => 'step-1' } ],
+	my $r = $q->transaction({ operations => [ { type => 'push', queue => 'saga', transactionId => 'step-1' } ],
 		timers => [ { op => 'schedule', queue => 'compensations', timerKey => 'saga:2',
 			      delayMs => 60000, txn => 'c-2', payload => 2 },
 			    { op => 'cancel', queue => 'compensations', timerKey => 'saga:0' } ] },
@@ -148,7 +141,7 @@ subtest 'kv and timers are validated like their own routes' => sub {
 };
 
 subtest 'a bundle of riders only' => sub {
-	my $r = txn({ kv => [ { op => 'put', ns => 'riders', key => 'only', value => 1, forever => jtrue } ] },
+	my $r = $q->transaction({ kv => [ { op => 'put', ns => 'riders', key => 'only', value => 1, forever => jtrue } ] },
 		'kv without operations');
 	is_true($r->{success}, 'commits');
 	is($r->{results}[0]{index}, 0, 'the kv result is the first');

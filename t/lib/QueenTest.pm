@@ -481,6 +481,15 @@ sub configure {
 	return $self->post_json('/api/v1/configure', { queue => $queue, options => \%opt });
 }
 
+# POST /api/v1/transaction; asserts the 200 every transaction answer has (a refusal is a 200
+# with success:false) and returns the decoded body, {} when there is none.
+sub transaction {
+	my ($self, $body, $name) = @_;
+	my ($s, $b, undef, $raw) = $self->post_json('/api/v1/transaction', $body);
+	Test::More::is($s, 200, ($name // 'transaction') . ': 200') or Test::More::diag($raw);
+	return ref $b eq 'HASH' ? $b : {};
+}
+
 # Acks every message of a pop answer with $status (default completed) under its lease.
 sub ack_all {
 	my ($self, $popped, $status) = @_;
