@@ -164,10 +164,13 @@ BEGIN
 		JOIN queen_partitions p ON p.id = u.pid
 		JOIN queen_queues q ON q.id = p.queue_id
 	), qt AS (
+		-- sum() of bigint is numeric: cast back, or every offset computed from take is
+		-- numeric and the segment probe below loses its index bound.
 		SELECT cl.*,
 		       least(greatest(cl.vend - cl.base, 0),
 			     greatest(v_batch - coalesce(sum(greatest(cl.vend - cl.base, 0)) OVER (
-				ORDER BY cl.o ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0), 0))
+				ORDER BY cl.o ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)::bigint,
+				0), 0))
 			AS take
 		FROM cl
 	), upd AS (
@@ -235,39 +238,35 @@ BEGIN
 		RETURN;
 	END IF;
 
-	WITH it AS (
-		SELECT u.o, coalesce(u.g, '__QUEUE_MODE__') AS g, u.pid, u.txn, u.st, u.lease
-		FROM unnest(p_group, p_pid, p_txn, p_status, p_lease) WITH ORDINALITY
-			AS u (g, pid, txn, st, lease, o)
-	), lk AS (
-		SELECT c.partition_id AS pid, c.group_name AS g, c.committed AS cm,
-		       c.batch_end AS be, c.lease_id AS lid, c.lease_expires_at AS lexp
-		FROM queen_cursors c
-		WHERE (c.partition_id, c.group_name) IN (SELECT it.pid, it.g FROM it)
-		ORDER BY c.partition_id, c.group_name
-		FOR UPDATE OF c
-	), sp AS (
-		SELECT lk.pid, lk.g, m.t,
-		       min(s.base_offset + r.lo - 1 + m.o - 1) AS off
-		FROM lk
-		JOIN queen_segments s ON s.partition_id = lk.pid
-			AND s.base_offset <= lk.be
-			AND s.base_offset > lk.cm + 1 - 1000
-			AND s.end_offset > lk.cm
-		CROSS JOIN LATERAL (SELECT greatest(lk.cm + 1 - s.base_offset + 1, 1) AS lo,
-				    least(lk.be, s.end_offset) - s.base_offset + 1 AS hi) r
-		CROSS JOIN LATERAL unnest(s.txn_ids[r.lo:r.hi]) WITH ORDINALITY AS m (t, o)
-		WHERE lk.be > lk.cm
-		GROUP BY 1, 2, 3
-	)
-	SELECT array_agg(sp.off ORDER BY it.o),
-	       coalesce(bool_and(it.st = 'completed' AND sp.off IS NOT NULL
-				 AND (it.lease IS NULL
-				      OR (lk.lid = it.lease AND lk.lexp > now()))), false)
+	-- Item by item, in (partition, group) order: lock the cursor, then find the
+	-- transactionId in the lease span committed+1 .. batch_end.  Per-item lateral probes
+	-- rather than set joins: an ack carries few items, and a plan of few nodes starts fast.
+	SELECT array_agg(x.off ORDER BY u.o),
+	       coalesce(bool_and(u.st = 'completed' AND x.off IS NOT NULL
+				 AND (u.lease IS NULL
+				      OR (c.lid = u.lease AND c.lexp > now()))), false)
 	INTO v_off, v_fast
-	FROM it
-	LEFT JOIN sp ON sp.pid = it.pid AND sp.g = it.g AND sp.t = it.txn
-	LEFT JOIN lk ON lk.pid = it.pid AND lk.g = it.g;
+	FROM (SELECT v.o, coalesce(v.g, '__QUEUE_MODE__') AS g, v.pid, v.txn, v.st, v.lease
+	      FROM unnest(p_group, p_pid, p_txn, p_status, p_lease) WITH ORDINALITY
+		AS v (g, pid, txn, st, lease, o)
+	      ORDER BY v.pid, 2) u
+	LEFT JOIN LATERAL (
+		SELECT k.committed AS cm, k.batch_end AS be, k.lease_id AS lid,
+		       k.lease_expires_at AS lexp
+		FROM queen_cursors k
+		WHERE k.partition_id = u.pid AND k.group_name = u.g
+		FOR UPDATE) c ON true
+	LEFT JOIN LATERAL (
+		SELECT min(s.base_offset + i.pos - 1) AS off
+		FROM queen_segments s
+		CROSS JOIN LATERAL unnest(array_positions(s.txn_ids, u.txn)) AS i (pos)
+		WHERE c.be > c.cm
+		  AND s.partition_id = u.pid
+		  AND s.base_offset <= c.be
+		  AND s.base_offset > c.cm + 1 - 1000
+		  AND s.end_offset > c.cm
+		  AND s.base_offset + i.pos - 1 > c.cm
+		  AND s.base_offset + i.pos - 1 <= c.be) x ON true;
 
 	IF v_fast THEN
 		-- Every offset is inside its cursor's lease span (so above committed), and no
@@ -441,5 +440,173 @@ BEGIN
 	       coalesce(fin.act = 'dlq' AND fin.hidx = v.i, false),
 	       v.isnoop, v.pid, coalesce(fin.ncm, v.cm)
 	FROM v LEFT JOIN fin ON fin.pid = v.pid AND fin.g = v.g;
+END
+$$;
+
+-- The verdict of an ack refused or a push item found a duplicate inside queen_txn, raised as
+-- SQLSTATE QT001 (see 006_transaction.sql for the detail's fields).  Never returns: it is
+-- called from the WHERE clause of queen_txn's results, on the first row that fails, so the
+-- common case pays for no check beyond the row's own status.
+CREATE OR REPLACE FUNCTION queen_txn_refuse(p_reason text, p_idx int, p_error text, p_mid uuid)
+RETURNS bool
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF p_reason = 'duplicate' THEN
+		RAISE EXCEPTION USING ERRCODE = 'QT001',
+			MESSAGE = format('push item %s is a duplicate of message %s', p_idx, p_mid),
+			DETAIL = jsonb_build_object('reason', 'duplicate', 'pushIndex', p_idx,
+						    'messageId', p_mid);
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = 'QT001',
+		MESSAGE = format('ack %s rejected: %s', p_idx, p_error),
+		DETAIL = jsonb_build_object('reason', 'ack_rejected', 'ackIndex', p_idx,
+					    'ackError', p_error);
+END
+$$;
+
+-- Transaction (SPEC.md 8).  Push items as queen_push takes them (the broker's message ids and
+-- known partition ids); acks as queen_ack takes them, except that a_group and a_lease may hold
+-- NULL for "not given", and a_bundle says which bundle each belongs to; r_lease, r_bundle: the
+-- requiredLeases of each bundle.  p_kv and p_timers: one element per bundle, its kv (timers)
+-- array or null.  p_base: per bundle, its number of push items and acks (where its kv results
+-- start in its results).  The number of bundles is cardinality(p_base).
+--
+-- Lease rule of an ack: its own leaseId first; else, when its bundle has requiredLeases, the
+-- lease the (partition, group) cursor holds must be one of them; else lease-less.  An ack
+-- that names no consumerGroup acks for the group whose cursor on that partition holds its
+-- lease (its own, else one of its bundle's requiredLeases): a lease id names one pop of one
+-- group, and clients that send requiredLeases name no group.  Without a lease to go by, the
+-- group is __QUEUE_MODE__.
+CREATE OR REPLACE FUNCTION queen_txn(p_pid uuid[], p_queue text[], p_partition text[], p_id uuid[],
+			  p_txn text[], p_trace text[], p_payload text[],
+			  a_group text[], a_pid uuid[], a_txn text[], a_status text[],
+			  a_lease uuid[], a_error text[], a_bundle int[],
+			  r_lease uuid[], r_bundle int[], p_kv jsonb, p_timers jsonb, p_base int[])
+RETURNS SETOF queen_txn_row
+LANGUAGE plpgsql AS $$
+DECLARE
+	-- never a lease id: an ack given it fails its lease check in queen_ack
+	c_no_lease constant uuid := '00000000-0000-0000-0000-000000000000';
+	v_nb int := coalesce(cardinality(p_base), 0);
+	v_np int := coalesce(cardinality(p_id), 0);
+	v_na int := coalesce(cardinality(a_txn), 0);
+	v_req bool := coalesce(cardinality(r_lease), 0) > 0;
+	v_group text[] := a_group;
+	v_lease uuid[] := a_lease;
+	v_bad uuid;
+	v_ops jsonb;
+	v_res jsonb;
+	v_nkv int[] := array_fill(0, ARRAY[greatest(v_nb, 1)]);
+BEGIN
+	-- Every required lease must be live, whether or not an ack goes by it.
+	IF v_req THEN
+		SELECT u.l INTO v_bad FROM unnest(r_lease) AS u (l)
+		WHERE NOT EXISTS (SELECT 1 FROM queen_cursors c
+				  WHERE c.lease_id = u.l AND c.lease_expires_at > now())
+		LIMIT 1;
+		IF v_bad IS NOT NULL THEN
+			RAISE EXCEPTION USING ERRCODE = 'QT001',
+				MESSAGE = format('required lease %s is not live', v_bad),
+				DETAIL = jsonb_build_object('reason', 'ack_rejected', 'lease', v_bad);
+		END IF;
+	END IF;
+
+	IF v_na > 0 THEN
+		-- Groups and leases the bodies left out (the lease rule above).  Read without
+		-- locks: queen_ack checks the lease chosen under the cursor row lock.
+		IF array_position(a_group, NULL) IS NOT NULL
+		   OR (v_req AND array_position(a_lease, NULL) IS NOT NULL) THEN
+			SELECT array_agg(g.g ORDER BY u.o),
+			       array_agg(CASE WHEN u.l IS NOT NULL OR rq.req IS NULL THEN u.l
+					      WHEN c.lease_id = ANY (rq.req) THEN c.lease_id
+					      ELSE c_no_lease END ORDER BY u.o)
+			INTO v_group, v_lease
+			FROM unnest(a_group, a_pid, a_lease, a_bundle) WITH ORDINALITY
+				AS u (g, pid, l, b, o)
+			LEFT JOIN LATERAL (
+				SELECT array_agg(r.l) AS req FROM unnest(r_lease, r_bundle) AS r (l, b)
+				WHERE v_req AND r.b = u.b) rq ON true
+			LEFT JOIN LATERAL (
+				SELECT x.group_name FROM queen_cursors x
+				WHERE u.g IS NULL AND x.partition_id = u.pid
+				  AND (x.lease_id = u.l
+				       OR (u.l IS NULL AND x.lease_id = ANY (rq.req)))
+				ORDER BY x.lease_expires_at DESC NULLS LAST
+				LIMIT 1) byl ON true
+			CROSS JOIN LATERAL (SELECT coalesce(u.g, byl.group_name, '__QUEUE_MODE__')
+					    AS g) g
+			LEFT JOIN queen_cursors c ON u.l IS NULL AND rq.req IS NOT NULL
+				AND c.partition_id = u.pid AND c.group_name = g.g;
+		END IF;
+
+		-- Bundles that would see each other's acks: the same cursor, or a lease one of
+		-- them requires and another acks by (and may release).
+		IF v_nb > 1 AND (EXISTS (
+			SELECT 1 FROM unnest(v_group, a_pid, a_bundle) AS u (g, pid, b)
+			GROUP BY coalesce(u.g, '__QUEUE_MODE__'), u.pid
+			HAVING count(DISTINCT u.b) > 1) OR (v_req AND EXISTS (
+			SELECT 1 FROM unnest(r_lease, r_bundle) AS r (l, b)
+			JOIN unnest(v_lease, a_bundle) AS u (l, b) ON u.l = r.l AND u.b <> r.b))) THEN
+			RAISE EXCEPTION USING ERRCODE = 'QT002',
+				MESSAGE = 'bundles of one call depend on each other''s acks';
+		END IF;
+
+		-- Rows go out as they come; the first refused ack (in input order) raises, and
+		-- the raise undoes the rows already returned along with everything else.
+		RETURN QUERY
+		SELECT 'a', a.idx, a.success, NULL::uuid, NULL::uuid, a.partition_id, a.committed,
+		       coalesce(v_group[a.idx + 1], '__QUEUE_MODE__'), a.error, a.lease_released,
+		       a.dlq, a.noop, NULL::text
+		FROM (SELECT * FROM queen_ack(v_group, a_pid, a_txn, a_status, v_lease, a_error)
+		      ORDER BY 1) a
+		WHERE a.success OR queen_txn_refuse('ack_rejected', a.idx, a.error, NULL);
+	END IF;
+
+	FOR b IN 1 .. CASE WHEN p_kv IS NULL THEN 0 ELSE v_nb END LOOP
+		v_ops := p_kv->(b - 1);
+		CONTINUE WHEN jsonb_typeof(v_ops) IS DISTINCT FROM 'array'
+			OR jsonb_array_length(v_ops) = 0;
+		v_res := queen_kv_apply(v_ops, false);
+		IF (v_res->'ok') = 'false'::jsonb THEN
+			RAISE EXCEPTION USING ERRCODE = 'QT001',
+				MESSAGE = format('kv precondition lost: kv[%s] %s %s: %s',
+						 v_res->'failedIndex', v_res->>'op', v_res->>'key',
+						 v_res->>'kvReason'),
+				DETAIL = (v_res - 'ok') || jsonb_build_object('bundle', b - 1);
+		END IF;
+		v_nkv[b] := jsonb_array_length(v_res->'results');
+		RETURN QUERY
+		SELECT 'k', b - 1, true, NULL::uuid, NULL::uuid, NULL::uuid, NULL::bigint, NULL,
+		       NULL, NULL::bool, NULL::bool, NULL::bool,
+		       jsonb_agg(e.v || jsonb_build_object('index', p_base[b] + e.o - 1,
+							   'type', 'kv', 'kvIndex', e.o - 1)
+				 ORDER BY e.o)::text
+		FROM jsonb_array_elements(v_res->'results') WITH ORDINALITY AS e (v, o);
+	END LOOP;
+
+	FOR b IN 1 .. CASE WHEN p_timers IS NULL THEN 0 ELSE v_nb END LOOP
+		v_ops := p_timers->(b - 1);
+		CONTINUE WHEN jsonb_typeof(v_ops) IS DISTINCT FROM 'array'
+			OR jsonb_array_length(v_ops) = 0;
+		v_res := queen_timers_apply(v_ops);
+		RETURN QUERY
+		SELECT 't', b - 1, true, NULL::uuid, NULL::uuid, NULL::uuid, NULL::bigint, NULL,
+		       NULL, NULL::bool, NULL::bool, NULL::bool,
+		       jsonb_agg(e.v || jsonb_build_object('index', p_base[b] + v_nkv[b] + e.o - 1,
+							   'type', 'timer', 'timerIndex', e.o - 1)
+				 ORDER BY e.o)::text
+		FROM jsonb_array_elements(v_res) WITH ORDINALITY AS e (v, o);
+	END LOOP;
+
+	IF v_np > 0 THEN
+		RETURN QUERY
+		SELECT 'p', x.idx, true, x.message_id, x.queue_id, x.partition_id, x.log_end,
+		       NULL, NULL, NULL::bool, NULL::bool, NULL::bool, NULL::text
+		FROM (SELECT * FROM queen_push(p_pid, p_queue, p_partition, p_id, p_txn, p_trace,
+					       p_payload, NULL)
+		      ORDER BY 1) x
+		WHERE x.status = 'queued'
+		   OR queen_txn_refuse('duplicate', x.idx, NULL, x.message_id);
+	END IF;
 END
 $$;
