@@ -7,11 +7,19 @@
 # port) in a temp dir, starts the broker on it, waits for GET /health, runs queen-bench with
 # --url, --pg (same server, for the baseline) and --queend-pid, and stops everything on exit.
 #
+# The broker runs retention rounds every BENCH_RETENTION_INTERVAL ms, so that the retention
+# phase sees rounds all along its window (the other phases' queues keep everything, so there a
+# round deletes nothing and costs little next to the pushes).  PostgreSQL logs every lock wait
+# longer than 20 ms (log_lock_waits, deadlock_timeout); their count, from the whole run, is
+# printed after queen-bench's: a retention round must never make a push wait more than 50 ms
+# (SPEC), and in the retention phase no push waits for another push's row locks.
+#
 # Environment:
 #   BUILD_DIR     build tree (default: ../build next to the checkout root)
 #   QUEEND        broker binary (default: $BUILD_DIR/src/queend)
 #   QUEEN_BENCH   benchmark binary (default: $BUILD_DIR/contrib/queen-bench)
 #   PG_BIN        PostgreSQL binaries (default: /usr/lib/postgresql/15/bin)
+#   BENCH_RETENTION_INTERVAL  the broker's RETENTION_INTERVAL, ms (default 200; min 100)
 #   KEEP_TMP=1    keep the temp dir (logs, data) after the run
 set -eu
 
@@ -20,6 +28,8 @@ BUILD_DIR=${BUILD_DIR:-$root/../build}
 QUEEND=${QUEEND:-$BUILD_DIR/src/queend}
 QUEEN_BENCH=${QUEEN_BENCH:-$BUILD_DIR/contrib/queen-bench}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+BENCH_RETENTION_INTERVAL=${BENCH_RETENTION_INTERVAL:-200}
+lock_log_ms=20		# lock waits longer than this are logged by PostgreSQL
 
 die() { echo "bench.sh: $*" >&2; exit 2; }
 
@@ -85,6 +95,8 @@ synchronous_commit = off
 full_page_writes = off
 shared_buffers = 1GB
 max_connections = 200
+log_lock_waits = on
+deadlock_timeout = '${lock_log_ms}ms'
 EOF
 $as_pg "$PG_BIN/pg_ctl" -D "$tmp/data" -l "$tmp/pg.log" -w -t 60 start >/dev/null ||
 	{ cat "$tmp/pg.log" >&2; die "PostgreSQL did not start"; }
@@ -95,6 +107,7 @@ qport=$(free_port)
 mkdir -p "$tmp/spool"
 PG_HOST=127.0.0.1 PG_PORT=$pgport PG_USER=postgres PG_PASSWORD=x PG_DB=postgres \
 	PORT=$qport HOST=127.0.0.1 LOG_LEVEL=warn FILE_BUFFER_DIR="$tmp/spool" \
+	RETENTION_INTERVAL=$BENCH_RETENTION_INTERVAL \
 	"$QUEEND" >"$tmp/queend.log" 2>&1 &
 qpid=$!
 
@@ -129,5 +142,16 @@ fi
 if [ -s "$tmp/queend.log" ]; then
 	echo "bench.sh: queend logged $(wc -l <"$tmp/queend.log") line(s) at warn or above; first ones:"
 	head -n 5 "$tmp/queend.log"
+fi
+# One "still waiting" line per wait that outlived deadlock_timeout; an "acquired ... after N ms"
+# line follows when it ended with the lock (not when it ended in an error or the shutdown).
+waits=$(grep -c 'still waiting for' "$tmp/pg.log" || :)
+longest=$(sed -n 's/.* acquired .* after \([0-9.]*\) ms.*/\1/p' "$tmp/pg.log" |
+	sort -n | tail -n 1)
+msg="bench.sh: lock waits over $lock_log_ms ms logged by PostgreSQL: ${waits:-0}"
+[ -z "$longest" ] || msg="$msg (longest acquired after $longest ms)"
+echo "$msg"
+if [ "${waits:-0}" -gt 0 ]; then
+	grep 'still waiting for' "$tmp/pg.log" | head -n 5
 fi
 exit $rc

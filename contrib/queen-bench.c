@@ -7,7 +7,9 @@
  * connections; 100 B and 1 KiB payloads; 10 and 10,000 partitions), pop+ack draining a
  * pre-pushed backlog with 4 consumers, a pipeline stage (pop batch 1 -> transaction acking it
  * and pushing its successor, 16 connections, against batch-1 pushes of the same connections),
- * 10,000 timers due in the same second, long-poll wake latency, and the broker's peak RSS.
+ * 10,000 timers due in the same second, long-poll wake latency, batch pushes over 10,000
+ * partitions while the broker's retention rounds delete their aged segments, and the broker's
+ * peak RSS.
  *
  * The HTTP side is one epoll loop with a hand-written HTTP/1.1 client and a tiny JSON scanner,
  * so on a 2-core machine shared with PostgreSQL and the broker the client costs far less CPU
@@ -60,6 +62,9 @@
 #define TIMER_OPS		250	/* ops per /timers call (SPEC 14 allows 256) */
 #define TIMER_POLL_MS		50
 #define TIMER_WAIT_S		60.0	/* after the due second, then the missing ones are failures */
+#define RET_SECONDS		1	/* retentionSeconds of the retention phase's queue */
+#define RET_PREFILL_SEGMENTS	4	/* segments each partition holds before the window */
+#define RET_STALL_MS		50	/* SPEC target: no push stalled longer by a round */
 
 /* ---------------------------------------------------------------- options */
 
@@ -596,6 +601,14 @@ static bool js_str_eq(const char *p, const char *e, const char *want)
 	size_t n;
 
 	return js_str(p, e, &s, &n) && n == strlen(want) && memcmp(s, want, n) == 0;
+}
+
+/* The non-negative integer member `key` of the object at p, or -1 when it is missing. */
+static long long js_ll(const char *p, const char *e, const char *key)
+{
+	const char *v = js_get(p, e, key);
+
+	return v && v < e && *v >= '0' && *v <= '9' ? strtoll(v, NULL, 10) : -1;
 }
 
 /* ---------------------------------------------------------------- HTTP/1.1 */
@@ -1273,11 +1286,14 @@ static void phase_baseline(const struct payload *pl)
 /*
  * Items are spread round-robin over partitions p0..p{N-1}, item by item (a batch of 100 over
  * 10 partitions writes 10 messages to each), each connection starting at its own offset.
+ * `sliced`: each connection keeps to its own N/conns of them instead, so no two requests in
+ * flight ever share a partition and no push waits for another's partition row locks.
  */
 struct push_run {
 	const char *queue;
 	int batch;
 	int nparts;
+	bool sliced;
 	const struct payload *pl;
 	double stop_at;		/* no new request after this */
 	long to_send;		/* items left to send, or -1 for "until stop_at" */
@@ -1289,6 +1305,7 @@ struct push_run {
 };
 
 struct push_conn {
+	long first, span;	/* its partitions: p{first}..p{first+span-1} */
 	long cursor;
 	int inflight;
 };
@@ -1311,7 +1328,7 @@ static enum step push_next(struct engine *en, struct conn *c)
 	buf_adds(b, "{\"items\":[");
 	for (int i = 0; i < n; i++) {
 		buf_addf(b, "%s{\"queue\":\"%s\",\"partition\":\"p%ld\",\"payload\":", i ? "," : "",
-			 ph->queue, pc->cursor++ % ph->nparts);
+			 ph->queue, pc->first + pc->cursor++ % pc->span);
 		buf_add_payload(b, ph->pl, ph->seq++);
 		buf_adds(b, "}");
 	}
@@ -1374,8 +1391,15 @@ static double push_run(struct push_run *ph, int nconns, double *elapsed)
 
 	if (!pcs)
 		die("out of memory");
-	for (int i = 0; i < nconns; i++)
-		pcs[i].cursor = (long)i * ph->nparts / nconns;
+	for (int i = 0; i < nconns; i++) {
+		if (ph->sliced && ph->nparts >= nconns) {
+			pcs[i].first = (long)i * ph->nparts / nconns;
+			pcs[i].span = (long)(i + 1) * ph->nparts / nconns - pcs[i].first;
+		} else {
+			pcs[i].cursor = (long)i * ph->nparts / nconns;
+			pcs[i].span = ph->nparts;
+		}
+	}
 	engine_run(&en, pcs, sizeof(*pcs));
 	free(pcs);
 	buf_free(&ph->body);
@@ -2120,6 +2144,201 @@ static void phase_latency(void)
 	hc_free(&prod);
 }
 
+/* ---------------------------------------------------------------- phase: retention */
+
+/* The retention counters of GET /api/v1/status: cumulative since the broker started. */
+struct ret_counters {
+	long long interval_ms, rounds, skipped, failed, segments;
+	int64_t last_run_ms;	/* wall ms the last round started, 0 = none yet */
+};
+
+/* Wall ms of a time as the broker writes it (2026-01-31T12:00:00.123Z), or 0. */
+static int64_t iso_ms(const char *s, size_t n)
+{
+	struct tm tm = { 0 };
+	char text[32];
+	const char *rest;
+
+	if (n >= sizeof(text))
+		return 0;
+	memcpy(text, s, n);
+	text[n] = '\0';
+	rest = strptime(text, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!rest || rest[0] != '.')
+		return 0;
+	return (int64_t)timegm(&tm) * 1000 + strtol(rest + 1, NULL, 10);
+}
+
+/* Reads the counters; a failed or unexpected status answer is counted in f. */
+static bool retention_counters(struct hclient *h, struct ret_counters *rc, struct failures *f)
+{
+	const char *e, *ret, *last;
+	struct http_resp r;
+	size_t n;
+
+	if (hc_call(h, "GET", "/api/v1/status", NULL, 0, &r) < 0) {
+		f->transport++;
+		failures_note(f, "transport", "status call lost", 16);
+		return false;
+	}
+	if (r.status != 200) {
+		fail_http(f, &r);
+		return false;
+	}
+	e = r.body + r.body_len;
+	ret = js_get(r.body, e, "retention");
+	rc->interval_ms = js_ll(ret, e, "intervalMs");
+	rc->rounds = js_ll(ret, e, "rounds");
+	rc->skipped = js_ll(ret, e, "skipped");
+	rc->failed = js_ll(ret, e, "failed");
+	rc->segments = js_ll(ret, e, "segmentsDeleted");
+	rc->last_run_ms = 0;
+	if (js_str(js_get(ret, e, "lastRunAt"), e, &last, &n))
+		rc->last_run_ms = iso_ms(last, n);
+	if (rc->rounds < 0 || rc->skipped < 0 || rc->failed < 0 || rc->segments < 0) {
+		tally_add(f->items, "no retention counters", 21, 1);
+		failures_note(f, "status", r.body, r.body_len);
+		return false;
+	}
+	return true;
+}
+
+/* Creates `queue` keeping RET_SECONDS of messages, consumed or not. */
+static bool retention_configure(struct hclient *h, const char *queue, struct failures *f)
+{
+	struct http_resp r;
+	struct buf body = { 0 };
+	int rc;
+
+	buf_addf(&body, "{\"queue\":\"%s\",\"options\":{\"retentionEnabled\":true,"
+		 "\"retentionSeconds\":%d}}", queue, RET_SECONDS);
+	rc = hc_call(h, "POST", "/api/v1/configure", body.p, body.len, &r);
+	buf_free(&body);
+	if (rc < 0) {
+		f->transport++;
+		failures_note(f, "transport", "configure call lost", 19);
+		return false;
+	}
+	if (r.status != 200) {
+		fail_http(f, &r);
+		return false;
+	}
+	if (!js_is(js_get(r.body, r.body + r.body_len, "configured"), r.body + r.body_len,
+		   "true")) {
+		tally_add(f->items, "not configured", 14, 1);
+		failures_note(f, "configure", r.body, r.body_len);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * SPEC target: a retention round over 10,000 partitions holds no lock that stalls pushes for
+ * more than 50 ms.  A queue keeping RET_SECONDS of messages is prefilled with about
+ * RET_PREFILL_SEGMENTS segments in each of --many-partitions partitions (a batch-100 push
+ * writes one segment in each of the 100 partitions it touches); once the first of them are
+ * due, batch-100 pushes from PUSH_BIG_CONNS connections go on over the same partitions for
+ * --duration while the broker's rounds move log starts (partition row locks, the only lock of
+ * a round a push can wait for) and delete the segments that aged out.  Each connection keeps
+ * to its own slice of the partitions, so pushes never wait for each other's row locks: a wait
+ * for a queen_partitions row that PostgreSQL logs in this phase (bench.sh turns log_lock_waits
+ * on) is a round's.  The
+ * figures are the push latencies of the window, the max against the target (a request's
+ * latency also holds CPU contention and group commit, so it is an upper bound of the stall),
+ * and the rounds and deletions the status counters saw in it: a window in which no round
+ * started or nothing was deleted measured nothing, so it is a failure.
+ */
+static void phase_retention(void)
+{
+	struct push_run fill = { 0 }, ph = { 0 };
+	struct hclient h = { .fd = -1 };
+	struct ret_counters c0, c1;
+	char queue[128], label[64], note[96], target[48], why[160];
+	long long rounds = 0, failed = 0, segments = 0;
+	double t_fill, wait, rate, elapsed;
+	int64_t end_ms;
+	bool counted;
+
+	snprintf(queue, sizeof(queue), "bench-%s-ret", run_id);
+	snprintf(label, sizeof(label), "retention push %dp", opt.many_partitions);
+	/* Before the first push: a queue that a push creates keeps everything. */
+	if (!retention_configure(&h, queue, &ph.fail)) {
+		failures_print(label, &ph.fail);
+		hc_free(&h);
+		return;
+	}
+	fill.queue = queue;
+	fill.batch = PUSH_BIG_BATCH;
+	fill.nparts = opt.many_partitions;
+	fill.sliced = true;
+	fill.pl = &payloads[0];
+	fill.to_send = (long)opt.many_partitions * RET_PREFILL_SEGMENTS;
+	fill.stop_at = now() + 3600;
+	t_fill = now();
+	rate = push_run(&fill, PUSH_BIG_CONNS, &elapsed);
+	printf("  retention prefill %dp: %ld queued in %.1f s (%.0f msg/s)\n",
+	       opt.many_partitions, fill.queued, elapsed, rate);
+	failures_print("retention prefill", &fill.fail);
+	free(fill.lat.v);
+
+	/* A small prefill (--quick) is done before anything in it is due: wait until its first
+	 * segments are, and a little more, so the rounds of the window have work from its start. */
+	wait = t_fill + RET_SECONDS + 0.5 - now();
+	if (wait > 0)
+		usleep((useconds_t)(wait * 1e6));
+
+	counted = retention_counters(&h, &c0, &ph.fail);
+	ph.queue = queue;
+	ph.batch = PUSH_BIG_BATCH;
+	ph.nparts = opt.many_partitions;
+	ph.sliced = true;
+	ph.pl = &payloads[0];
+	ph.to_send = -1;
+	ph.stop_at = now() + opt.duration;
+	rate = push_run(&ph, PUSH_BIG_CONNS, &elapsed);
+	end_ms = wall_ms();
+	counted = retention_counters(&h, &c1, &ph.fail) && counted;
+
+	if (counted) {
+		/* `rounds` counts skipped and failed rounds too (src/retention.h). */
+		failed = c1.failed - c0.failed;
+		rounds = c1.rounds - c0.rounds - (c1.skipped - c0.skipped) - failed;
+		segments = c1.segments - c0.segments;
+		if (failed > 0) {
+			tally_add(ph.fail.items, "round failed", 12, failed);
+			failures_note(&ph.fail, "retention", "a round's statement failed (queend log)",
+				      39);
+		}
+		/* The counters move when a round starts (rounds, lastRunAt) and ends (segments):
+		 * none started means one round outlasted the window or the maintenance thread
+		 * was busy with something else all along; say how long ago the last began. */
+		if (rounds <= 0) {
+			if (c1.last_run_ms > 0)
+				snprintf(why, sizeof(why), "no round started in the window; the last "
+					 "one started %.1f s before it ended (RETENTION_INTERVAL "
+					 "%lld ms)", (double)(end_ms - c1.last_run_ms) / 1000,
+					 c1.interval_ms);
+			else
+				snprintf(why, sizeof(why), "no round has run yet (RETENTION_INTERVAL "
+					 "%lld ms)", c1.interval_ms);
+			tally_add(ph.fail.items, "no round started", 16, 1);
+			failures_note(&ph.fail, "retention", why, strlen(why));
+		} else if (segments <= 0) {
+			tally_add(ph.fail.items, "nothing deleted", 15, 1);
+			failures_note(&ph.fail, "retention", "rounds ran but deleted no segment", 33);
+		}
+	}
+	snprintf(note, sizeof(note), "[p50 %.1f ms, p99 %.1f ms, max %.1f ms; %lld rounds, "
+		 "%lld segments deleted]", samples_pct(&ph.lat, 50) * 1e3,
+		 samples_pct(&ph.lat, 99) * 1e3, samples_pct(&ph.lat, 100) * 1e3, rounds, segments);
+	figure(label, rate, "msg/s", payloads[0].base, note);
+	snprintf(target, sizeof(target), "(SPEC target: no stall > %d ms)", RET_STALL_MS);
+	figure("retention max push latency", samples_pct(&ph.lat, 100) * 1e3, "ms", -1, target);
+	failures_print(label, &ph.fail);
+	free(ph.lat.v);
+	hc_free(&h);
+}
+
 /* ---------------------------------------------------------------- phase: peak RSS */
 
 static void phase_rss(void)
@@ -2162,11 +2381,12 @@ static void usage(FILE *out)
 		"  --url URL            queend base URL (default http://127.0.0.1:6632)\n"
 		"  --pg CONNINFO        libpq conninfo of the same PostgreSQL, for the baseline\n"
 		"  --queend-pid N       read the broker's peak RSS (VmHWM) at the end\n"
-		"  --duration SECONDS   length of each baseline and push phase (default 10)\n"
+		"  --duration SECONDS   length of each baseline and push phase and of the retention\n"
+		"                       push window (default 10)\n"
 		"  --quick              small sizes for a smoke run (2 s phases, 10k pop backlog,\n"
 		"                       1000 partitions, 20 latency samples)\n"
 		"  --only LIST          phases to run, comma-separated:\n"
-		"                       baseline,push,pop,txn,timers,latency,rss\n"
+		"                       baseline,push,pop,txn,timers,latency,retention,rss\n"
 		"  --pop-messages N     pop backlog size (default 200000)\n"
 		"  --many-partitions N  the \"many partitions\" count (default 10000)\n"
 		"  --samples N          long-poll latency samples (default 200)\n"
@@ -2264,7 +2484,7 @@ int main(int argc, char **argv)
 	bool duration_set = false, pop_set = false, many_set = false, samples_set = false;
 	int ch;
 	const char *only_names[] = { "baseline", "push", "pop", "txn", "timers", "latency",
-				     "rss" };
+				     "retention", "rss" };
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
@@ -2335,7 +2555,7 @@ int main(int argc, char **argv)
 					break;
 			if (i == sizeof(only_names) / sizeof(only_names[0]))
 				die("--only: unknown phase \"%.*s\" "
-				    "(baseline,push,pop,txn,timers,latency,rss)",
+				    "(baseline,push,pop,txn,timers,latency,retention,rss)",
 				    (int)k, p);
 			p += k;
 			if (*p == ',')
@@ -2369,7 +2589,8 @@ int main(int argc, char **argv)
 			printf("baseline: skipped (no --pg)\n");
 		}
 	}
-	if (want("push") || want("pop") || want("txn") || want("timers") || want("latency"))
+	if (want("push") || want("pop") || want("txn") || want("timers") || want("latency") ||
+	    want("retention"))
 		check_health();
 	if (want("push")) {
 		int parts[2] = { 10, opt.many_partitions };
@@ -2390,6 +2611,10 @@ int main(int argc, char **argv)
 		phase_timers();
 	if (want("latency"))
 		phase_latency();
+	/* Last but the RSS reading: its queue keeps the broker's rounds busy deleting for a
+	 * while after the phase, which would disturb any phase after it. */
+	if (want("retention"))
+		phase_retention();
 	if (want("rss"))
 		phase_rss();
 	print_summary();

@@ -98,7 +98,8 @@ BEGIN
 	END IF;
 
 	-- 1. Purge what earlier rounds released.  The rows are found by primary key, locked
-	-- without waiting, and deleted by tuple id (a TID scan, whatever the table's size).
+	-- without waiting, and deleted by tuple id (a TID scan, whatever the table's size: the
+	-- function plans with sequential scans off, 010_retention_plans.sql).
 	DELETE FROM queen_segments s
 	WHERE s.ctid = ANY (ARRAY(
 		SELECT x.ctid

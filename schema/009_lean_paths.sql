@@ -29,6 +29,7 @@ DECLARE
 	v_claim uuid[];
 	v_met bool;
 	v_missing bigint := 0;
+	v_round int;
 BEGIN
 	IF v_batch < 1 OR v_width < 1 THEN
 		RETURN;
@@ -98,50 +99,67 @@ BEGIN
 		RETURN;
 	END IF;
 
-	-- Cursor rows for candidates the group has never read, at the group's start.
-	IF v_missing > 0 THEN
-		INSERT INTO queen_cursors (partition_id, group_name, committed)
-		SELECT p.id, v_group,
-		       queen_cursor_start(p.id, p.log_start, p.next_offset, p.created_at,
-					  p.last_created_at, s.start_at)
-		FROM queen_partitions p
-		LEFT JOIN queen_subscriptions s ON s.group_name = v_group
-			AND s.queue_id = p.queue_id
-		WHERE p.id = ANY (v_cand)
-		  AND p.queue_id = ANY (v_queues)
-		  AND (p_partition IS NULL OR p.name = p_partition)
-		  AND (v_qmode OR s.group_name IS NOT NULL)
-		  AND NOT EXISTS (SELECT 1 FROM queen_cursors c
-				  WHERE c.partition_id = p.id AND c.group_name = v_group)
-		ORDER BY p.id
-		ON CONFLICT DO NOTHING;
-	END IF;
+	-- Claim, in candidate order, among the candidates the group has a cursor on; the lease
+	-- condition is rechecked on the locked row version (EvalPlanQual).  Candidates the group
+	-- has never read get their cursor first, at the group's start, but only as many as the
+	-- pop may claim: concurrent pops are handed overlapping candidate lists, and a cursor
+	-- row inserted for a partition another pop inserts too makes each wait for the other's
+	-- commit (ON CONFLICT).  When the claim comes up short and more candidates lack a
+	-- cursor, those get theirs and the claim runs once more.
+	v_claim := '{}';
+	FOR v_round IN 1 .. 2 LOOP
+		IF v_missing > 0 THEN
+			INSERT INTO queen_cursors (partition_id, group_name, committed)
+			SELECT n.id, v_group, n.start
+			FROM (SELECT p.id,
+				     queen_cursor_start(p.id, p.log_start, p.next_offset,
+							p.created_at, p.last_created_at,
+							s.start_at) AS start
+			      FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
+			      JOIN queen_partitions p ON p.id = u.pid
+			      LEFT JOIN queen_subscriptions s ON s.group_name = v_group
+				AND s.queue_id = p.queue_id
+			      WHERE p.queue_id = ANY (v_queues)
+				AND (p_partition IS NULL OR p.name = p_partition)
+				AND (v_qmode OR s.group_name IS NOT NULL)
+				AND NOT EXISTS (SELECT 1 FROM queen_cursors c
+						WHERE c.partition_id = p.id
+						  AND c.group_name = v_group)
+			      ORDER BY u.o
+			      LIMIT CASE WHEN v_round = 1 THEN v_width END) n
+			ORDER BY n.id
+			ON CONFLICT DO NOTHING;
+		END IF;
 
-	-- Claim.  The lease condition is rechecked on the locked row version (EvalPlanQual).
-	SELECT array_agg(x.pid ORDER BY x.o) INTO v_claim FROM (
-		SELECT c.partition_id AS pid, u.o
-		FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
-		JOIN queen_partitions p ON p.id = u.pid
-		JOIN queen_queues q ON q.id = p.queue_id
-		JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
-		WHERE p.queue_id = ANY (v_queues)
-		  AND (p_partition IS NULL OR p.name = p_partition)
-		  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
-		  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
-		  AND (q.window_buffer <= 0
-		       OR p.last_created_at <= now() - make_interval(secs => q.window_buffer))
-		  AND (q.delayed_processing <= 0 OR EXISTS (
-			SELECT 1 FROM queen_segments s
-			WHERE s.partition_id = p.id
-			  AND s.base_offset <= greatest(c.committed, p.log_start - 1) + 1
-			  AND s.base_offset > greatest(c.committed, p.log_start - 1) + 1 - 1000
-			  AND s.end_offset >= greatest(c.committed, p.log_start - 1) + 1
-			  AND s.created_at <= now() - make_interval(secs => q.delayed_processing)))
-		ORDER BY u.o
-		LIMIT v_width
-		FOR UPDATE OF c SKIP LOCKED
-	) x;
-	IF v_claim IS NULL THEN
+		SELECT v_claim || coalesce(array_agg(x.pid ORDER BY x.o), '{}') INTO v_claim FROM (
+			SELECT c.partition_id AS pid, u.o
+			FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
+			JOIN queen_partitions p ON p.id = u.pid
+			JOIN queen_queues q ON q.id = p.queue_id
+			JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+			WHERE p.queue_id = ANY (v_queues)
+			  AND (p_partition IS NULL OR p.name = p_partition)
+			  AND u.pid <> ALL (v_claim)
+			  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+			  AND (q.window_buffer <= 0
+			       OR p.last_created_at <= now() - make_interval(
+					secs => q.window_buffer))
+			  AND (q.delayed_processing <= 0 OR EXISTS (
+				SELECT 1 FROM queen_segments s
+				WHERE s.partition_id = p.id
+				  AND s.base_offset <= greatest(c.committed, p.log_start - 1) + 1
+				  AND s.base_offset > greatest(c.committed, p.log_start - 1) + 1 - 1000
+				  AND s.end_offset >= greatest(c.committed, p.log_start - 1) + 1
+				  AND s.created_at <= now() - make_interval(
+					secs => q.delayed_processing)))
+			ORDER BY u.o
+			LIMIT v_width - cardinality(v_claim)
+			FOR UPDATE OF c SKIP LOCKED
+		) x;
+		EXIT WHEN cardinality(v_claim) >= v_width OR v_missing <= v_width;
+	END LOOP;
+	IF cardinality(v_claim) = 0 THEN
 		RETURN;
 	END IF;
 
