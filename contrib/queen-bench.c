@@ -2248,16 +2248,66 @@ static bool retention_configure(struct hclient *h, const char *queue, struct fai
  * and the rounds and deletions the status counters saw in it: a window in which no round
  * started or nothing was deleted measured nothing, so it is a failure.
  */
+/*
+ * The direct measure of the retention target: while the window runs, a second connection
+ * asks PostgreSQL every RET_SAMPLE_MS which backends wait for a lock held by a retention
+ * round (pg_blocking_pids) and since when their statement runs; the longest such wait seen
+ * is the stall.  Push latency alone cannot tell a lock from a busy CPU on a shared machine.
+ */
+#define RET_SAMPLE_MS		5
+
+struct stall_probe {
+	PGconn *pg;
+	atomic_bool stop;
+	double worst_ms;	/* longest wait behind a round seen */
+	long samples, waits;	/* polls made; polls that saw a push wait behind a round */
+	char err[256];
+};
+
+static void *stall_probe_main(void *arg)
+{
+	static const char *sql =
+		"SELECT coalesce(max(extract(epoch FROM clock_timestamp() - w.query_start)) "
+		"* 1000, -1) FROM pg_stat_activity w "
+		"WHERE w.wait_event_type = 'Lock' AND EXISTS ("
+		"  SELECT 1 FROM pg_stat_activity b "
+		"  WHERE b.pid = ANY (pg_blocking_pids(w.pid)) AND b.query LIKE '%queen_retention%')";
+	struct stall_probe *sp = arg;
+	PGresult *res;
+
+	while (!atomic_load(&sp->stop)) {
+		res = PQexec(sp->pg, sql);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+			snprintf(sp->err, sizeof(sp->err), "%s", PQerrorMessage(sp->pg));
+			PQclear(res);
+			return NULL;
+		}
+		double ms = atof(PQgetvalue(res, 0, 0));
+
+		PQclear(res);
+		sp->samples++;
+		if (ms >= 0) {
+			sp->waits++;
+			if (ms > sp->worst_ms)
+				sp->worst_ms = ms;
+		}
+		usleep(RET_SAMPLE_MS * 1000);
+	}
+	return NULL;
+}
+
 static void phase_retention(void)
 {
 	struct push_run fill = { 0 }, ph = { 0 };
 	struct hclient h = { .fd = -1 };
 	struct ret_counters c0, c1;
-	char queue[128], label[64], note[96], target[48], why[160];
+	char queue[128], label[64], note[96], target[96], why[160];
 	long long rounds = 0, failed = 0, segments = 0;
 	double t_fill, wait, rate, elapsed;
 	int64_t end_ms;
 	bool counted;
+	struct stall_probe probe = { 0 };
+	pthread_t probe_thread;
 
 	snprintf(queue, sizeof(queue), "bench-%s-ret", run_id);
 	snprintf(label, sizeof(label), "retention push %dp", opt.many_partitions);
@@ -2288,6 +2338,15 @@ static void phase_retention(void)
 		usleep((useconds_t)(wait * 1e6));
 
 	counted = retention_counters(&h, &c0, &ph.fail);
+	if (opt.pg) {
+		probe.pg = PQconnectdb(opt.pg);
+		if (PQstatus(probe.pg) != CONNECTION_OK ||
+		    pthread_create(&probe_thread, NULL, stall_probe_main, &probe) != 0) {
+			snprintf(probe.err, sizeof(probe.err), "%s", PQerrorMessage(probe.pg));
+			PQfinish(probe.pg);
+			probe.pg = NULL;
+		}
+	}
 	ph.queue = queue;
 	ph.batch = PUSH_BIG_BATCH;
 	ph.nparts = opt.many_partitions;
@@ -2297,6 +2356,11 @@ static void phase_retention(void)
 	ph.stop_at = now() + opt.duration;
 	rate = push_run(&ph, PUSH_BIG_CONNS, &elapsed);
 	end_ms = wall_ms();
+	if (probe.pg) {
+		atomic_store(&probe.stop, true);
+		pthread_join(probe_thread, NULL);
+		PQfinish(probe.pg);
+	}
 	counted = retention_counters(&h, &c1, &ph.fail) && counted;
 
 	if (counted) {
@@ -2332,8 +2396,14 @@ static void phase_retention(void)
 		 "%lld segments deleted]", samples_pct(&ph.lat, 50) * 1e3,
 		 samples_pct(&ph.lat, 99) * 1e3, samples_pct(&ph.lat, 100) * 1e3, rounds, segments);
 	figure(label, rate, "msg/s", payloads[0].base, note);
-	snprintf(target, sizeof(target), "(SPEC target: no stall > %d ms)", RET_STALL_MS);
-	figure("retention max push latency", samples_pct(&ph.lat, 100) * 1e3, "ms", -1, target);
+	if (probe.samples > 0 && !probe.err[0]) {
+		snprintf(target, sizeof(target), "[%ld polls, %ld saw a wait] (SPEC target <= %d)",
+			 probe.samples, probe.waits, RET_STALL_MS);
+		figure("retention lock stall max", probe.worst_ms, "ms", -1, target);
+	} else {
+		printf("retention lock stall max: not measured (%s)\n",
+		       probe.err[0] ? probe.err : "no --pg");
+	}
 	failures_print(label, &ph.fail);
 	free(ph.lat.v);
 	hc_free(&h);
