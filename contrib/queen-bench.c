@@ -54,7 +54,7 @@
 #define POP_BATCH		100
 #define REQUEST_TIMEOUT_S	60.0	/* an unanswered request is abandoned after this */
 #define POP_STALL_S		90.0	/* longer than the 60 s lease of a push-created queue */
-#define TXN_MESSAGES		20000	/* input backlog: more than the loop consumes in a phase */
+#define TXN_MESSAGES_PER_S	5000	/* input backlog per second of --duration, more than consumed */
 #define TXN_PARTITIONS		1000
 #define TXN_CONNS		16
 #define TXN_POP_BATCH		10	/* messages a stage pops at once, one transaction each */
@@ -1813,8 +1813,9 @@ static double txn_push_yardstick(void)
 }
 
 /*
- * Pre-pushes TXN_MESSAGES over TXN_PARTITIONS partitions, runs the pop -> ack+push loop on
- * TXN_CONNS connections for --duration, then the same connections' plain batch-1 push rate.
+ * Pre-pushes TXN_MESSAGES_PER_S per second of --duration (at least 20,000) over TXN_PARTITIONS
+ * partitions, runs the pop -> ack+push loop on TXN_CONNS connections for --duration, then the
+ * same connections' plain batch-1 push rate.
  */
 static void phase_txn(void)
 {
@@ -1835,7 +1836,8 @@ static void phase_txn(void)
 	fill.batch = PUSH_BIG_BATCH;
 	fill.nparts = TXN_PARTITIONS;
 	fill.pl = &payloads[0];
-	fill.to_send = TXN_MESSAGES;
+	fill.to_send = opt.duration * TXN_MESSAGES_PER_S > 20000
+		       ? (long)(opt.duration * TXN_MESSAGES_PER_S) : 20000;
 	fill.stop_at = now() + 3600;
 	rate = push_run(&fill, PUSH_BIG_CONNS, &elapsed);
 	printf("  txn prefill %dp: %ld queued in %.1f s (%.0f msg/s)\n", TXN_PARTITIONS,

@@ -208,21 +208,27 @@ BEGIN
 		RETURNING c.partition_id AS pid, c.committed AS cmt, c.attempt_count AS att,
 			  c.lease_expires_at AS lexp
 	)
-	SELECT qt.pid, qt.pname, qt.qname, s.base_offset + r.lo - 1 + m.o - 1,
-	       m.mid, m.txn, m.trace, m.payload, s.created_at,
-	       upd.att, upd.cmt, qt.lend, upd.lexp
-	FROM qt
-	JOIN upd ON upd.pid = qt.pid
-	JOIN queen_segments s ON s.partition_id = qt.pid
+	-- The messages: set-returning functions in the select list run in lockstep and stream
+	-- (ProjectSet), where a function in FROM would fill a tuple store per segment.
+	SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
+	       z.created_at, z.att, z.cmt, z.lend, z.lexp
+	FROM (SELECT qt.o, qt.pid, qt.pname, qt.qname, s.base_offset + r.lo - 1 AS first,
+		     s.created_at, upd.att, upd.cmt, qt.lend, upd.lexp,
+		     generate_series(0, r.hi - r.lo) AS k,
+		     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
+		     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
+		     unnest(s.payloads[r.lo:r.hi]) AS payload
+	      FROM qt
+	      JOIN upd ON upd.pid = qt.pid
+	      JOIN queen_segments s ON s.partition_id = qt.pid
 		AND s.base_offset <= qt.base + qt.take
 		AND s.base_offset > qt.base + 1 - 1000
 		AND s.end_offset > qt.base
-	CROSS JOIN LATERAL (SELECT greatest(qt.base + 1 - s.base_offset + 1, 1) AS lo,
-				   least(qt.base + qt.take, s.end_offset) - s.base_offset + 1 AS hi) r
-	CROSS JOIN LATERAL unnest(s.ids[r.lo:r.hi], s.txn_ids[r.lo:r.hi], s.trace_ids[r.lo:r.hi],
-				  s.payloads[r.lo:r.hi]) WITH ORDINALITY AS m (mid, txn, trace, payload, o)
-	WHERE qt.take > 0
-	ORDER BY qt.o, 4;
+	      CROSS JOIN LATERAL (SELECT greatest(qt.base + 1 - s.base_offset + 1, 1) AS lo,
+					 least(qt.base + qt.take, s.end_offset) - s.base_offset + 1
+					 AS hi) r
+	      WHERE qt.take > 0) z
+	ORDER BY z.o, 4;
 END
 $$;
 
