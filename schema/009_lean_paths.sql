@@ -3,6 +3,12 @@
 -- statement pays for its executor start-up (plan nodes, expression programs, memory contexts)
 -- whatever the rows it touches, and a pop or an ack of a healthy consumer touches few rows:
 -- there the number of statements, not their rows, is the cost.
+--
+-- A span of offsets (a lease, a pop) is read as the primary-key range of queen_segments from
+-- the segment holding its first offset (one backward probe: max(base_offset) <= first) to its
+-- last.  Bounding that range below by "first - 1000" instead (a segment holds at most 1000
+-- offsets) reads every small segment in between: up to a thousand index entries and heap
+-- rows for a partition fed one message per push.
 
 -- Pop (SPEC.md 5).  Claims up to p_max_partitions partitions with deliverable data for the
 -- group (cursor rows FOR UPDATE SKIP LOCKED: claims never wait), leases them under
@@ -222,7 +228,10 @@ BEGIN
 	      JOIN upd ON upd.pid = qt.pid
 	      JOIN queen_segments s ON s.partition_id = qt.pid
 		AND s.base_offset <= qt.base + qt.take
-		AND s.base_offset > qt.base + 1 - 1000
+		AND s.base_offset >= coalesce((SELECT max(s0.base_offset) FROM queen_segments s0
+					       WHERE s0.partition_id = qt.pid
+						 AND s0.base_offset <= qt.base + 1),
+					      qt.base + 1 - 999)
 		AND s.end_offset > qt.base
 	      CROSS JOIN LATERAL (SELECT greatest(qt.base + 1 - s.base_offset + 1, 1) AS lo,
 					 least(qt.base + qt.take, s.end_offset) - s.base_offset + 1
@@ -262,35 +271,44 @@ BEGIN
 		RETURN;
 	END IF;
 
-	-- Item by item, in (partition, group) order: lock the cursor, then find the
-	-- transactionId in the lease span committed+1 .. batch_end.  Per-item lateral probes
-	-- rather than set joins: an ack carries few items, and a plan of few nodes starts fast.
-	SELECT array_agg(x.off ORDER BY u.o),
-	       coalesce(bool_and(u.st = 'completed' AND x.off IS NOT NULL
-				 AND (u.lease IS NULL
-				      OR (c.lid = u.lease AND c.lexp > now()))), false)
+	WITH it AS (
+		SELECT u.o, coalesce(u.g, '__QUEUE_MODE__') AS g, u.pid, u.txn, u.st, u.lease
+		FROM unnest(p_group, p_pid, p_txn, p_status, p_lease) WITH ORDINALITY
+			AS u (g, pid, txn, st, lease, o)
+	), lk AS (
+		SELECT c.partition_id AS pid, c.group_name AS g, c.committed AS cm,
+		       c.batch_end AS be, c.lease_id AS lid, c.lease_expires_at AS lexp
+		FROM queen_cursors c
+		WHERE (c.partition_id, c.group_name) IN (SELECT it.pid, it.g FROM it)
+		ORDER BY c.partition_id, c.group_name
+		FOR UPDATE OF c
+	), sp AS (
+		-- Each span read once, however many of its messages the call acks.
+		SELECT lk.pid, lk.g, m.t,
+		       min(s.base_offset + r.lo - 1 + m.o - 1) AS off
+		FROM lk
+		JOIN queen_segments s ON s.partition_id = lk.pid
+			AND s.base_offset <= lk.be
+			AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
+						       FROM queen_segments s0
+						       WHERE s0.partition_id = lk.pid
+							 AND s0.base_offset <= lk.cm + 1),
+						      lk.cm + 1 - 999)
+			AND s.end_offset > lk.cm
+		CROSS JOIN LATERAL (SELECT greatest(lk.cm + 1 - s.base_offset + 1, 1) AS lo,
+				    least(lk.be, s.end_offset) - s.base_offset + 1 AS hi) r
+		CROSS JOIN LATERAL unnest(s.txn_ids[r.lo:r.hi]) WITH ORDINALITY AS m (t, o)
+		WHERE lk.be > lk.cm
+		GROUP BY 1, 2, 3
+	)
+	SELECT array_agg(sp.off ORDER BY it.o),
+	       coalesce(bool_and(it.st = 'completed' AND sp.off IS NOT NULL
+				 AND (it.lease IS NULL
+				      OR (lk.lid = it.lease AND lk.lexp > now()))), false)
 	INTO v_off, v_fast
-	FROM (SELECT v.o, coalesce(v.g, '__QUEUE_MODE__') AS g, v.pid, v.txn, v.st, v.lease
-	      FROM unnest(p_group, p_pid, p_txn, p_status, p_lease) WITH ORDINALITY
-		AS v (g, pid, txn, st, lease, o)
-	      ORDER BY v.pid, 2) u
-	LEFT JOIN LATERAL (
-		SELECT k.committed AS cm, k.batch_end AS be, k.lease_id AS lid,
-		       k.lease_expires_at AS lexp
-		FROM queen_cursors k
-		WHERE k.partition_id = u.pid AND k.group_name = u.g
-		FOR UPDATE) c ON true
-	LEFT JOIN LATERAL (
-		SELECT min(s.base_offset + i.pos - 1) AS off
-		FROM queen_segments s
-		CROSS JOIN LATERAL unnest(array_positions(s.txn_ids, u.txn)) AS i (pos)
-		WHERE c.be > c.cm
-		  AND s.partition_id = u.pid
-		  AND s.base_offset <= c.be
-		  AND s.base_offset > c.cm + 1 - 1000
-		  AND s.end_offset > c.cm
-		  AND s.base_offset + i.pos - 1 > c.cm
-		  AND s.base_offset + i.pos - 1 <= c.be) x ON true;
+	FROM it
+	LEFT JOIN sp ON sp.pid = it.pid AND sp.g = it.g AND sp.t = it.txn
+	LEFT JOIN lk ON lk.pid = it.pid AND lk.g = it.g;
 
 	IF v_fast THEN
 		-- Every offset is inside its cursor's lease span (so above committed), and no
