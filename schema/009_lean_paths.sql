@@ -265,50 +265,67 @@ DECLARE
 	v_o bigint;
 	v_lo bigint;
 	v_fast bool;
+	v_pass int;
 	r record;
 BEGIN
 	IF coalesce(cardinality(p_txn), 0) = 0 THEN
 		RETURN;
 	END IF;
 
-	WITH it AS (
-		SELECT u.o, coalesce(u.g, '__QUEUE_MODE__') AS g, u.pid, u.txn, u.st, u.lease
-		FROM unnest(p_group, p_pid, p_txn, p_status, p_lease) WITH ORDINALITY
-			AS u (g, pid, txn, st, lease, o)
-	), lk AS (
-		SELECT c.partition_id AS pid, c.group_name AS g, c.committed AS cm,
-		       c.batch_end AS be, c.lease_id AS lid, c.lease_expires_at AS lexp
-		FROM queen_cursors c
-		WHERE (c.partition_id, c.group_name) IN (SELECT it.pid, it.g FROM it)
-		ORDER BY c.partition_id, c.group_name
-		FOR UPDATE OF c
-	), sp AS (
-		-- Each span read once, however many of its messages the call acks.
-		SELECT lk.pid, lk.g, m.t,
-		       min(s.base_offset + r.lo - 1 + m.o - 1) AS off
-		FROM lk
-		JOIN queen_segments s ON s.partition_id = lk.pid
-			AND s.base_offset <= lk.be
-			AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
-						       FROM queen_segments s0
-						       WHERE s0.partition_id = lk.pid
-							 AND s0.base_offset <= lk.cm + 1),
-						      lk.cm + 1 - 999)
-			AND s.end_offset > lk.cm
-		CROSS JOIN LATERAL (SELECT greatest(lk.cm + 1 - s.base_offset + 1, 1) AS lo,
-				    least(lk.be, s.end_offset) - s.base_offset + 1 AS hi) r
-		CROSS JOIN LATERAL unnest(s.txn_ids[r.lo:r.hi]) WITH ORDINALITY AS m (t, o)
-		WHERE lk.be > lk.cm
-		GROUP BY 1, 2, 3
-	)
-	SELECT array_agg(sp.off ORDER BY it.o),
-	       coalesce(bool_and(it.st = 'completed' AND sp.off IS NOT NULL
-				 AND (it.lease IS NULL
-				      OR (lk.lid = it.lease AND lk.lexp > now()))), false)
-	INTO v_off, v_fast
-	FROM it
-	LEFT JOIN sp ON sp.pid = it.pid AND sp.g = it.g AND sp.t = it.txn
-	LEFT JOIN lk ON lk.pid = it.pid AND lk.g = it.g;
+	-- Pass 1 reads only the head of each span, as many offsets as the call acks on that
+	-- cursor: a consumer acks in order, so that is where its messages are, and a stage that
+	-- acks a popped batch one message per transaction does not read the whole remaining
+	-- batch each time.  Pass 2, when something was not there, reads the whole span.
+	FOR v_pass IN 1 .. 2 LOOP
+		WITH it AS (
+			SELECT u.o, coalesce(u.g, '__QUEUE_MODE__') AS g, u.pid, u.txn, u.st,
+			       u.lease
+			FROM unnest(p_group, p_pid, p_txn, p_status, p_lease) WITH ORDINALITY
+				AS u (g, pid, txn, st, lease, o)
+		), lk AS (
+			SELECT c.partition_id AS pid, c.group_name AS g, c.committed AS cm,
+			       c.batch_end AS be, c.lease_id AS lid, c.lease_expires_at AS lexp
+			FROM queen_cursors c
+			WHERE (c.partition_id, c.group_name) IN (SELECT it.pid, it.g FROM it)
+			ORDER BY c.partition_id, c.group_name
+			FOR UPDATE OF c
+		), sp AS (
+			-- Each span read once, however many of its messages the call acks.
+			SELECT lk.pid, lk.g, m.t,
+			       min(s.base_offset + r.lo - 1 + m.o - 1) AS off
+			FROM lk
+			CROSS JOIN LATERAL (
+				SELECT CASE WHEN v_pass = 1
+					    THEN least(lk.be, lk.cm + (SELECT count(*) FROM it
+								       WHERE it.pid = lk.pid
+									 AND it.g = lk.g))
+					    ELSE lk.be END AS last) w
+			JOIN queen_segments s ON s.partition_id = lk.pid
+				AND s.base_offset <= w.last
+				AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
+							       FROM queen_segments s0
+							       WHERE s0.partition_id = lk.pid
+								 AND s0.base_offset <= lk.cm + 1),
+							      lk.cm + 1 - 999)
+				AND s.end_offset > lk.cm
+			CROSS JOIN LATERAL (
+				SELECT greatest(lk.cm + 1 - s.base_offset + 1, 1) AS lo,
+				       least(w.last, s.end_offset) - s.base_offset + 1 AS hi) r
+			CROSS JOIN LATERAL unnest(s.txn_ids[r.lo:r.hi]) WITH ORDINALITY
+				AS m (t, o)
+			WHERE lk.be > lk.cm
+			GROUP BY 1, 2, 3
+		)
+		SELECT array_agg(sp.off ORDER BY it.o),
+		       coalesce(bool_and(it.st = 'completed' AND sp.off IS NOT NULL
+					 AND (it.lease IS NULL
+					      OR (lk.lid = it.lease AND lk.lexp > now()))), false)
+		INTO v_off, v_fast
+		FROM it
+		LEFT JOIN sp ON sp.pid = it.pid AND sp.g = it.g AND sp.t = it.txn
+		LEFT JOIN lk ON lk.pid = it.pid AND lk.g = it.g;
+		EXIT WHEN array_position(v_off, NULL) IS NULL;
+	END LOOP;
 
 	IF v_fast THEN
 		-- Every offset is inside its cursor's lease span (so above committed), and no

@@ -238,8 +238,9 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 
 		n = pidx_candidates(j->queue, j->partition, j->gh, cands,
 				    (int)(most * 4 > MAX_CANDIDATES ? MAX_CANDIDATES
-						 : (most * 4 < 16 ? 16 : most * 4)),
-				    recheck_wall, &ready);
+						 : (most * 4 < 8 ? 8 : most * 4)),
+				    recheck_wall,
+				    j->autopilot && !j->partitions_sent ? &ready : NULL);
 		if (n == 0) {
 			*had_candidates = 0;
 			free(cands);

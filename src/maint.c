@@ -76,6 +76,10 @@ static struct maint_task maint_tasks[] = {
  * table fills up between two flushes, one "*" (resync) is sent instead. An eventfd wakes the
  * thread when the table stops being empty. */
 #define NTF_SLOTS 2048
+/* At most one flush per NTF_GAP_MS: under load every commit would otherwise cost the
+ * database one more NOTIFY transaction (and every listening broker a wakeup); the pushes of
+ * a gap travel together, and an idle broker still sends at once. */
+#define NTF_GAP_MS 5
 
 static pthread_mutex_t ntf_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ntf_entry {
@@ -84,6 +88,7 @@ static struct ntf_entry {
 } ntf_tab[NTF_SLOTS];
 static int ntf_count, ntf_overflow;
 static int ntf_efd = -1;
+static int64_t ntf_last_ms;	/* maint thread only */
 
 static void
 ntf_hook(const char *pid, int64_t end)
@@ -268,6 +273,17 @@ ensure_listening(void)
 
 /* Sleep until the next task is due, at most 200 ms (notifications end it sooner). */
 static int
+ntf_pending(void)
+{
+	int pending;
+
+	pthread_mutex_lock(&ntf_mu);
+	pending = ntf_count > 0 || ntf_overflow;
+	pthread_mutex_unlock(&ntf_mu);
+	return pending;
+}
+
+static int
 poll_timeout_ms(void)
 {
 	int64_t now = now_ms(), t = 200;
@@ -275,6 +291,9 @@ poll_timeout_ms(void)
 	for (struct maint_task *k = maint_tasks; k->name; k++)
 		if (k->next_ms - now < t)
 			t = k->next_ms - now;
+	/* Pushes left waiting for the gap to end (the eventfd only rings on the first). */
+	if (ntf_pending() && ntf_last_ms + NTF_GAP_MS - now < t)
+		t = ntf_last_ms + NTF_GAP_MS - now;
 	return t < 1 ? 1 : (int)t;
 }
 
@@ -306,7 +325,10 @@ maint_main(void *arg)
 		poll(pfd, 2, poll_timeout_ms());
 		if (pfd[1].revents && read(ntf_efd, &count, sizeof(count)) < 0)
 			log_debug("notify wakeup read: %s", strerror(errno));
-		ntf_flush(maint_db);
+		if (now_ms() >= ntf_last_ms + NTF_GAP_MS && ntf_pending()) {
+			ntf_flush(maint_db);
+			ntf_last_ms = now_ms();
+		}
 		if (pfd[0].revents && (!PQconsumeInput(pg) || PQstatus(pg) != CONNECTION_OK)) {
 			/* The server went away: the workers' connections are gone too. */
 			db_invalidate_all();

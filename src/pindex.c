@@ -585,10 +585,9 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 		char (*ids)[UUID_STR_LEN], int max, int64_t *recheck, int *ready)
 {
 	int64_t now = wall_now_ms(), block;
-	int n = 0;
+	int n = 0, nready = 0;
 
 	*recheck = 0;
-	*ready = 0;
 	urcu_memb_read_lock();
 	if (partition) {
 		struct pq_part *p = find_part(queue, partition);
@@ -597,7 +596,7 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 			n = -1;
 		} else if (has_work(p, gh, now, &block)) {
 			memcpy(ids[n++], p->id, UUID_STR_LEN);
-			*ready = 1;
+			nready = 1;
 		} else {
 			*recheck = block;
 		}
@@ -612,19 +611,29 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 		} else {
 			size_t start = atomic_fetch_add(&q->rotor, 1) % len;
 
-			for (size_t i = 0; i < len; i++) {
+			/* Without a count to make, the scan ends at max candidates. The
+			 * recheck time of a cut scan is unknown (0): a pop that then gets
+			 * nothing from SQL looks again soon rather than at a lease the
+			 * scan happened to see. */
+			size_t i;
+
+			for (i = 0; i < len && (ready || n < max); i++) {
 				struct pq_part *p = parts->p[(start + i) % len];
 
 				if (has_work(p, gh, now, &block)) {
-					(*ready)++;
+					nready++;
 					if (n < max)
 						memcpy(ids[n++], p->id, UUID_STR_LEN);
 				} else if (block && (*recheck == 0 || block < *recheck)) {
 					*recheck = block;
 				}
 			}
+			if (i < len)
+				*recheck = 0;
 		}
 	}
 	urcu_memb_read_unlock();
+	if (ready)
+		*ready = nready;
 	return n;
 }

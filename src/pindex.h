@@ -63,7 +63,8 @@ void pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions
  * Returns their number (up to max), or -1 when the queue (or named partition) is unknown to
  * the index and SQL must look for itself. *recheck is set to the earliest wall time (ms) at
  * which a partition skipped for its lease becomes claimable, or 0. *ready counts every
- * partition with work (not only the max returned), for autopilot. */
+ * partition with work (not only the max returned), for autopilot; with ready NULL the scan
+ * stops at max candidates. */
 int pidx_candidates(const char *queue, const char *partition, uint64_t group_hash,
 		    char (*ids)[UUID_STR_LEN], int max, int64_t *recheck, int *ready);
 
