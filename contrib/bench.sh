@@ -21,6 +21,8 @@
 #   PG_BIN        PostgreSQL binaries (default: /usr/lib/postgresql/15/bin)
 #   BENCH_RETENTION_INTERVAL  the broker's RETENTION_INTERVAL, ms (default 200; min 100)
 #   KEEP_TMP=1    keep the temp dir (logs, data) after the run
+#   BENCH_PG_CONF extra postgresql.conf lines, e.g. for profiling:
+#                 "shared_preload_libraries = 'pg_stat_statements'"
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -97,6 +99,7 @@ shared_buffers = 1GB
 max_connections = 200
 log_lock_waits = on
 deadlock_timeout = '${lock_log_ms}ms'
+${BENCH_PG_CONF:-}
 EOF
 $as_pg "$PG_BIN/pg_ctl" -D "$tmp/data" -l "$tmp/pg.log" -w -t 60 start >/dev/null ||
 	{ cat "$tmp/pg.log" >&2; die "PostgreSQL did not start"; }
