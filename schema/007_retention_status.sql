@@ -99,7 +99,7 @@ BEGIN
 
 	-- 1. Purge what earlier rounds released.  The rows are found by primary key, locked
 	-- without waiting, and deleted by tuple id (a TID scan, whatever the table's size: the
-	-- function plans with sequential scans off, 010_retention_plans.sql).
+	-- function plans with sequential scans off, 010_maintenance_plans.sql).
 	DELETE FROM queen_segments s
 	WHERE s.ctid = ANY (ARRAY(
 		SELECT x.ctid
