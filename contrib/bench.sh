@@ -19,7 +19,7 @@
 #   QUEEND        broker binary (default: $BUILD_DIR/src/queend)
 #   QUEEN_BENCH   benchmark binary (default: $BUILD_DIR/contrib/queen-bench)
 #   PG_BIN        PostgreSQL binaries (default: /usr/lib/postgresql/15/bin)
-#   BENCH_RETENTION_INTERVAL  the broker's RETENTION_INTERVAL, ms (default 200; min 100)
+#   BENCH_RETENTION_INTERVAL  the broker's RETENTION_INTERVAL, ms (default 1000; min 100)
 #   KEEP_TMP=1    keep the temp dir (logs, data) after the run
 #   BENCH_PG_CONF extra postgresql.conf lines, e.g. for profiling:
 #                 "shared_preload_libraries = 'pg_stat_statements'"
@@ -30,7 +30,7 @@ BUILD_DIR=${BUILD_DIR:-$root/../build}
 QUEEND=${QUEEND:-$BUILD_DIR/src/queend}
 QUEEN_BENCH=${QUEEN_BENCH:-$BUILD_DIR/contrib/queen-bench}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
-BENCH_RETENTION_INTERVAL=${BENCH_RETENTION_INTERVAL:-200}
+BENCH_RETENTION_INTERVAL=${BENCH_RETENTION_INTERVAL:-1000}
 lock_log_ms=20		# lock waits longer than this are logged by PostgreSQL
 
 die() { echo "bench.sh: $*" >&2; exit 2; }

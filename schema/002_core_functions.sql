@@ -407,8 +407,375 @@ BEGIN
 END
 $$;
 
--- Pop (SPEC.md 5) and ack (SPEC.md 6 and 21): queen_pop and queen_ack are defined in
--- 009_lean_paths.sql.
+-- Pop (SPEC.md 5).  Claims up to p_max_partitions partitions with deliverable data for the
+-- group (cursor rows FOR UPDATE SKIP LOCKED: claims never wait), leases them under
+-- p_lease_id (or commits at once when p_auto_ack) and returns up to p_batch messages, one row
+-- each, in claim order then offset order.  No row = nothing deliverable.
+CREATE FUNCTION queen_pop(p_queue text, p_partition text, p_namespace text, p_task text,
+			  p_group text, p_batch int, p_max_partitions int, p_lease_seconds int,
+			  p_auto_ack bool, p_sub_mode text, p_sub_from timestamptz, p_lease_id uuid,
+			  p_candidates uuid[])
+RETURNS TABLE (partition_id uuid, partition_name text, queue_name text, off bigint,
+	       message_id uuid, txn_id text, trace_id text, payload text, created_at timestamptz,
+	       attempt int, committed bigint, log_end bigint, lease_expires_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+	v_group text := coalesce(p_group, '__QUEUE_MODE__');
+	v_qmode bool := coalesce(p_group, '__QUEUE_MODE__') = '__QUEUE_MODE__';
+	v_batch int := coalesce(p_batch, 200);
+	v_width int := coalesce(p_max_partitions, 1);
+	v_auto bool := coalesce(p_auto_ack, false);
+	v_lease uuid := coalesce(p_lease_id, gen_random_uuid());
+	v_queues uuid[];
+	v_cand uuid[];
+	v_claim uuid[];
+BEGIN
+	IF v_batch < 1 OR v_width < 1 THEN
+		RETURN;
+	END IF;
+
+	IF p_queue IS NOT NULL THEN
+		SELECT array_agg(q.id) INTO v_queues FROM queen_queues q WHERE q.name = p_queue;
+	ELSE
+		SELECT array_agg(q.id) INTO v_queues FROM queen_queues q
+		WHERE (p_namespace IS NULL OR q.namespace = p_namespace)
+		  AND (p_task IS NULL OR q.task = p_task);
+	END IF;
+	IF v_queues IS NULL THEN
+		RETURN;
+	END IF;
+
+	-- Candidate partitions, in the order they are to be tried.  Without a list from the
+	-- broker: every partition holding data, least recently served cursor first.
+	IF p_candidates IS NOT NULL THEN
+		SELECT array_agg(p.id ORDER BY u.o) INTO v_cand
+		FROM unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
+		JOIN queen_partitions p ON p.id = u.pid
+		WHERE p.queue_id = ANY (v_queues)
+		  AND (p_partition IS NULL OR p.name = p_partition)
+		  AND p.next_offset > p.log_start;
+	ELSE
+		SELECT array_agg(p.id ORDER BY c.updated_at NULLS FIRST, p.id) INTO v_cand
+		FROM queen_partitions p
+		LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
+		WHERE p.queue_id = ANY (v_queues)
+		  AND (p_partition IS NULL OR p.name = p_partition)
+		  AND p.next_offset > p.log_start
+		  AND (c.partition_id IS NULL
+		       OR (p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+			   AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())));
+	END IF;
+
+	-- First contact of a named group with a queue: decide and store where it starts.
+	IF NOT v_qmode THEN
+		INSERT INTO queen_subscriptions (group_name, queue_id, mode, start_at)
+		SELECT v_group, u.qid,
+		       CASE WHEN p_sub_from IS NOT NULL THEN 'timestamp'
+			    WHEN p_sub_mode = 'all' THEN 'all' ELSE 'new' END,
+		       CASE WHEN p_sub_from IS NOT NULL THEN p_sub_from
+			    WHEN p_sub_mode = 'all' THEN NULL ELSE now() END
+		FROM unnest(v_queues) AS u (qid)
+		WHERE NOT EXISTS (SELECT 1 FROM queen_subscriptions s
+				  WHERE s.group_name = v_group AND s.queue_id = u.qid)
+		ON CONFLICT DO NOTHING;
+	END IF;
+	IF v_cand IS NULL THEN
+		RETURN;
+	END IF;
+
+	-- Cursor rows for candidates the group has never read, at the group's start.
+	INSERT INTO queen_cursors (partition_id, group_name, committed)
+	SELECT p.id, v_group,
+	       queen_cursor_start(p.id, p.log_start, p.next_offset, p.created_at,
+				  p.last_created_at, s.start_at)
+	FROM queen_partitions p
+	LEFT JOIN queen_subscriptions s ON s.group_name = v_group AND s.queue_id = p.queue_id
+	WHERE p.id = ANY (v_cand)
+	  AND (v_qmode OR s.group_name IS NOT NULL)
+	  AND NOT EXISTS (SELECT 1 FROM queen_cursors c
+			  WHERE c.partition_id = p.id AND c.group_name = v_group)
+	ORDER BY p.id
+	ON CONFLICT DO NOTHING;
+
+	-- Claim.  The lease condition is rechecked on the locked row version (EvalPlanQual).
+	SELECT array_agg(x.pid ORDER BY x.o) INTO v_claim FROM (
+		SELECT c.partition_id AS pid, u.o
+		FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
+		JOIN queen_partitions p ON p.id = u.pid
+		JOIN queen_queues q ON q.id = p.queue_id
+		JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+		WHERE p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+		  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+		  AND (q.window_buffer <= 0
+		       OR p.last_created_at <= now() - make_interval(secs => q.window_buffer))
+		  AND (q.delayed_processing <= 0 OR EXISTS (
+			SELECT 1 FROM queen_segments s
+			WHERE s.partition_id = p.id
+			  AND s.base_offset <= greatest(c.committed, p.log_start - 1) + 1
+			  AND s.base_offset > greatest(c.committed, p.log_start - 1) + 1 - 1000
+			  AND s.end_offset >= greatest(c.committed, p.log_start - 1) + 1
+			  AND s.created_at <= now() - make_interval(secs => q.delayed_processing)))
+		ORDER BY u.o
+		LIMIT v_width
+		FOR UPDATE OF c SKIP LOCKED
+	) x;
+	IF v_claim IS NULL THEN
+		RETURN;
+	END IF;
+
+	RETURN QUERY
+	WITH cl AS (
+		SELECT u.o, p.id AS pid, p.name AS pname, q.name AS qname,
+		       p.next_offset - 1 AS lend,
+		       greatest(c.committed, p.log_start - 1) AS base,
+		       CASE WHEN q.delayed_processing <= 0
+				 OR p.last_created_at <= now() - make_interval(
+					secs => q.delayed_processing)
+			    THEN p.next_offset - 1
+			    ELSE coalesce(queen_offset_at(p.id,
+					now() - make_interval(secs => q.delayed_processing), true),
+					p.next_offset) - 1
+		       END AS vend,
+		       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs
+		FROM unnest(v_claim) WITH ORDINALITY AS u (pid, o)
+		JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+		JOIN queen_partitions p ON p.id = u.pid
+		JOIN queen_queues q ON q.id = p.queue_id
+	), qt AS (
+		SELECT cl.*,
+		       least(greatest(cl.vend - cl.base, 0),
+			     greatest(v_batch - coalesce(sum(greatest(cl.vend - cl.base, 0)) OVER (
+				ORDER BY cl.o ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0), 0))
+			AS take
+		FROM cl
+	), upd AS (
+		UPDATE queen_cursors c SET
+			committed = CASE WHEN v_auto THEN qt.base + qt.take ELSE c.committed END,
+			lease_id = CASE WHEN v_auto THEN NULL ELSE v_lease END,
+			lease_expires_at = CASE WHEN v_auto THEN NULL
+					   ELSE now() + make_interval(secs => qt.secs) END,
+			batch_end = CASE WHEN v_auto THEN NULL ELSE qt.base + qt.take END,
+			retry_count = CASE WHEN v_auto THEN 0 ELSE c.retry_count END,
+			attempt_base = qt.base + 1,
+			attempt_count = CASE WHEN c.attempt_base = qt.base + 1
+					THEN c.attempt_count + 1 ELSE 1 END,
+			updated_at = now()
+		FROM qt
+		WHERE qt.take > 0 AND c.partition_id = qt.pid AND c.group_name = v_group
+		RETURNING c.partition_id AS pid, c.committed AS cmt, c.attempt_count AS att,
+			  c.lease_expires_at AS lexp
+	)
+	SELECT qt.pid, qt.pname, qt.qname, s.base_offset + r.lo - 1 + m.o - 1,
+	       m.mid, m.txn, m.trace, m.payload, s.created_at,
+	       upd.att, upd.cmt, qt.lend, upd.lexp
+	FROM qt
+	JOIN upd ON upd.pid = qt.pid
+	JOIN queen_segments s ON s.partition_id = qt.pid
+		AND s.base_offset <= qt.base + qt.take
+		AND s.base_offset > qt.base + 1 - 1000
+		AND s.end_offset > qt.base
+	CROSS JOIN LATERAL (SELECT greatest(qt.base + 1 - s.base_offset + 1, 1) AS lo,
+				   least(qt.base + qt.take, s.end_offset) - s.base_offset + 1 AS hi) r
+	CROSS JOIN LATERAL unnest(s.ids[r.lo:r.hi], s.txn_ids[r.lo:r.hi], s.trace_ids[r.lo:r.hi],
+				  s.payloads[r.lo:r.hi]) WITH ORDINALITY AS m (mid, txn, trace, payload, o)
+	WHERE qt.take > 0
+	ORDER BY qt.o, 4;
+END
+$$;
+
+-- Ack (SPEC.md 6 and 21): an offset commit per (partition, group).  One row per item.
+--   1. lock the cursors touched, in (partition, group) order, and resolve each transactionId
+--      to its offset inside the lease span committed+1 .. batch_end;
+--   2. the rare rest (lease-less acks above the span, re-acks at or below the cursor, unknown
+--      ids) is resolved one by one: dedup row, then a bounded segment scan;
+--   3. one statement applies the commit rule to every group and writes cursors and DLQ rows.
+CREATE FUNCTION queen_ack(p_group text[], p_pid uuid[], p_txn text[], p_status text[],
+			  p_lease uuid[], p_error text[])
+RETURNS TABLE (idx int, success bool, error text, lease_released bool, dlq bool, noop bool,
+	       partition_id uuid, committed bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+	-- most segments a fallback lookup scans in each direction
+	c_scan constant int := 1000;
+	v_off bigint[];
+	v_o bigint;
+	v_lo bigint;
+	r record;
+BEGIN
+	IF coalesce(cardinality(p_txn), 0) = 0 THEN
+		RETURN;
+	END IF;
+
+	WITH it AS (
+		SELECT u.o, coalesce(u.g, '__QUEUE_MODE__') AS g, u.pid, u.txn
+		FROM unnest(p_group, p_pid, p_txn) WITH ORDINALITY AS u (g, pid, txn, o)
+	), lk AS (
+		SELECT c.partition_id AS pid, c.group_name AS g, c.committed AS cm,
+		       c.batch_end AS be
+		FROM queen_cursors c
+		WHERE (c.partition_id, c.group_name) IN (SELECT it.pid, it.g FROM it)
+		ORDER BY c.partition_id, c.group_name
+		FOR UPDATE OF c
+	), sp AS (
+		SELECT lk.pid, lk.g, m.t,
+		       min(s.base_offset + r.lo - 1 + m.o - 1) AS off
+		FROM lk
+		JOIN queen_segments s ON s.partition_id = lk.pid
+			AND s.base_offset <= lk.be
+			AND s.base_offset > lk.cm + 1 - 1000
+			AND s.end_offset > lk.cm
+		CROSS JOIN LATERAL (SELECT greatest(lk.cm + 1 - s.base_offset + 1, 1) AS lo,
+				    least(lk.be, s.end_offset) - s.base_offset + 1 AS hi) r
+		CROSS JOIN LATERAL unnest(s.txn_ids[r.lo:r.hi]) WITH ORDINALITY AS m (t, o)
+		WHERE lk.be > lk.cm
+		GROUP BY 1, 2, 3
+	)
+	SELECT array_agg(sp.off ORDER BY it.o) INTO v_off
+	FROM it LEFT JOIN sp ON sp.pid = it.pid AND sp.g = it.g AND sp.t = it.txn;
+
+	IF array_position(v_off, NULL) IS NOT NULL THEN
+		FOR r IN
+			SELECT u.o, u.pid, u.txn, u.lease, c.committed AS cm,
+			       greatest(c.committed, coalesce(c.batch_end, c.committed)) AS hi
+			FROM unnest(p_group, p_pid, p_txn, p_lease, v_off) WITH ORDINALITY
+				AS u (g, pid, txn, lease, off, o)
+			JOIN queen_cursors c ON c.partition_id = u.pid
+				AND c.group_name = coalesce(u.g, '__QUEUE_MODE__')
+			WHERE u.off IS NULL AND u.txn IS NOT NULL
+		LOOP
+			-- A client transactionId within the dedup window: its latest offset.
+			SELECT d.off INTO v_o FROM queen_dedup d
+			WHERE d.partition_id = r.pid AND d.txn_id = queen_txn_key(r.txn);
+			IF v_o IS NOT NULL AND v_o > r.cm AND r.lease IS NOT NULL THEN
+				v_o := NULL;	-- above the cursor but outside the lease span
+			END IF;
+			-- Lease-less: anywhere above the lease span.
+			IF v_o IS NULL AND r.lease IS NULL THEN
+				v_lo := r.hi + 1;
+				SELECT min(x.base_offset + x.pos - 1) INTO v_o FROM (
+					SELECT s.base_offset, unnest(array_positions(s.txn_ids, r.txn)) AS pos
+					FROM (SELECT s.base_offset, s.txn_ids FROM queen_segments s
+					      WHERE s.partition_id = r.pid
+						AND s.base_offset > v_lo - 1000
+						AND s.end_offset >= v_lo
+					      ORDER BY s.base_offset LIMIT c_scan) s) x
+				WHERE x.base_offset + x.pos - 1 >= v_lo;
+			END IF;
+			-- At or below the cursor, newest first.
+			IF v_o IS NULL THEN
+				SELECT max(x.base_offset + x.pos - 1) INTO v_o FROM (
+					SELECT s.base_offset, unnest(array_positions(s.txn_ids, r.txn)) AS pos
+					FROM (SELECT s.base_offset, s.txn_ids FROM queen_segments s
+					      WHERE s.partition_id = r.pid AND s.base_offset <= r.cm
+					      ORDER BY s.base_offset DESC LIMIT c_scan) s) x
+				WHERE x.base_offset + x.pos - 1 <= r.cm;
+			END IF;
+			v_off[r.o] := v_o;
+		END LOOP;
+	END IF;
+
+	RETURN QUERY
+	WITH it AS (
+		SELECT (u.o - 1)::int AS i, coalesce(u.g, '__QUEUE_MODE__') AS g, u.pid, u.txn,
+		       u.st, u.lease, u.err, u.off
+		FROM unnest(p_group, p_pid, p_txn, p_status, p_lease, p_error, v_off)
+			WITH ORDINALITY AS u (g, pid, txn, st, lease, err, off, o)
+	), cur AS (
+		SELECT c.partition_id AS pid, c.group_name AS g, c.committed AS cm,
+		       c.batch_end AS be, c.lease_id AS lid, c.lease_expires_at AS lexp,
+		       c.retry_count AS rc, q.retry_limit AS rl,
+		       (q.dead_letter_queue OR q.dlq_after_max_retries) AS dl,
+		       q.id AS qid, q.name AS qname, p.name AS pname
+		FROM queen_cursors c
+		JOIN queen_partitions p ON p.id = c.partition_id
+		JOIN queen_queues q ON q.id = p.queue_id
+		WHERE (c.partition_id, c.group_name) IN (SELECT it.pid, it.g FROM it)
+	), v AS (
+		SELECT it.*, cur.cm,
+		       CASE
+			WHEN p.id IS NULL THEN 'partition not found'
+			WHEN cur.pid IS NULL THEN
+				CASE WHEN it.lease IS NOT NULL THEN 'invalid or expired lease'
+				     ELSE 'consumer group has no cursor on this partition' END
+			WHEN it.off <= cur.cm THEN
+				CASE WHEN it.st = 'completed' THEN NULL ELSE 'already committed' END
+			WHEN it.lease IS NOT NULL AND (cur.lid IS DISTINCT FROM it.lease
+						       OR cur.lexp IS NULL OR cur.lexp <= now())
+				THEN 'invalid or expired lease'
+			WHEN it.off IS NULL THEN 'transaction not found'
+		       END AS verr,
+		       coalesce(it.off <= cur.cm AND it.st = 'completed', false) AS isnoop
+		FROM it
+		LEFT JOIN queen_partitions p ON p.id = it.pid
+		LEFT JOIN cur ON cur.pid = it.pid AND cur.g = it.g
+	), ok AS (
+		SELECT v.* FROM v WHERE v.verr IS NULL AND NOT v.isnoop
+	), hd AS (
+		SELECT DISTINCT ON (ok.pid, ok.g) ok.pid, ok.g, ok.off AS head, ok.st AS hst,
+		       ok.err AS herr, ok.i AS hidx
+		FROM ok WHERE ok.st <> 'completed'
+		ORDER BY ok.pid, ok.g, ok.off, ok.i
+	), gr AS (
+		SELECT cur.*, hd.head, hd.hst, hd.herr, hd.hidx,
+		       greatest(cur.cm, (SELECT max(ok.off) FROM ok
+					 WHERE ok.pid = cur.pid AND ok.g = cur.g
+					   AND ok.st = 'completed'
+					   AND (hd.head IS NULL OR ok.off < hd.head))) AS nc,
+		       CASE WHEN hd.hst = 'dlq' THEN 'dlq'
+			    WHEN hd.hst = 'failed' AND cur.rc >= cur.rl THEN
+				CASE WHEN cur.dl THEN 'dlq' ELSE 'drop' END
+			    WHEN hd.hst = 'failed' THEN 'budget'
+			    WHEN hd.hst = 'retry' THEN 'retry'
+			    ELSE 'none' END AS act
+		FROM cur LEFT JOIN hd ON hd.pid = cur.pid AND hd.g = cur.g
+		WHERE EXISTS (SELECT 1 FROM ok WHERE ok.pid = cur.pid AND ok.g = cur.g)
+	), fin0 AS (
+		SELECT gr.*,
+		       CASE WHEN gr.act IN ('dlq', 'drop') THEN gr.head ELSE gr.nc END AS ncm
+		FROM gr
+	), fin AS (
+		SELECT fin0.*,
+		       -- Any head signal ends the batch: the messages above the head were not
+		       -- committed (SPEC 6 rule 3), so they must redeliver now, not at expiry.
+		       CASE WHEN fin0.act IN ('budget', 'retry', 'dlq', 'drop') THEN true
+			    ELSE fin0.be IS NULL OR fin0.ncm >= fin0.be END AS rel
+		FROM fin0
+	), upd AS (
+		UPDATE queen_cursors c SET
+			committed = fin.ncm,
+			lease_id = CASE WHEN fin.rel THEN NULL ELSE c.lease_id END,
+			lease_expires_at = CASE WHEN fin.rel THEN NULL ELSE c.lease_expires_at END,
+			batch_end = CASE WHEN fin.rel THEN NULL ELSE c.batch_end END,
+			retry_count = CASE WHEN fin.act = 'budget' THEN c.retry_count + 1
+					   WHEN fin.act = 'retry' THEN c.retry_count
+					   WHEN fin.act IN ('dlq', 'drop') OR fin.rel THEN 0
+					   ELSE c.retry_count END,
+			updated_at = now()
+		FROM fin
+		WHERE c.partition_id = fin.pid AND c.group_name = fin.g
+	), dq AS (
+		INSERT INTO queen_dlq (queue_id, partition_id, queue_name, partition_name,
+				       group_name, off, message_id, txn_id, trace_id, payload,
+				       error_message, retry_count, created_at, failed_at)
+		SELECT fin.qid, fin.pid, fin.qname, fin.pname, fin.g, fin.head,
+		       s.ids[k.k], s.txn_ids[k.k], s.trace_ids[k.k], s.payloads[k.k],
+		       coalesce(fin.herr, 'Retries exhausted'), fin.rc, s.created_at, now()
+		FROM fin
+		JOIN queen_segments s ON s.partition_id = fin.pid
+			AND s.base_offset <= fin.head AND s.base_offset > fin.head - 1000
+			AND s.end_offset >= fin.head
+		CROSS JOIN LATERAL (SELECT (fin.head - s.base_offset + 1)::int AS k) k
+		WHERE fin.act = 'dlq'
+	)
+	SELECT v.i, v.verr IS NULL, v.verr,
+	       coalesce(v.verr IS NULL AND NOT v.isnoop AND fin.rel, false),
+	       coalesce(fin.act = 'dlq' AND fin.hidx = v.i, false),
+	       v.isnoop, v.pid, coalesce(fin.ncm, v.cm)
+	FROM v LEFT JOIN fin ON fin.pid = v.pid AND fin.g = v.g;
+END
+$$;
 
 -- Lease extend (SPEC.md 7): every live lease held by p_lease, expiry never shortened, expired
 -- leases not revived.  Rows are locked in (partition, group) order, as ack does.

@@ -58,4 +58,169 @@ CREATE TYPE queen_txn_row AS (
 	body		text
 );
 
--- queen_txn itself is defined in 009_lean_paths.sql.
+-- Transaction (SPEC.md 8).  Push items as queen_push takes them (the broker's message ids and
+-- known partition ids); acks as queen_ack takes them, except that a_group and a_lease may hold
+-- NULL for "not given", and a_bundle says which bundle each belongs to; r_lease, r_bundle: the
+-- requiredLeases of each bundle.  p_kv and p_timers: one element per bundle, its kv (timers)
+-- array or null.  p_base: per bundle, its number of push items and acks (where its kv results
+-- start in its results).  The number of bundles is cardinality(p_base).
+--
+-- Lease rule of an ack: its own leaseId first; else, when its bundle has requiredLeases, the
+-- lease the (partition, group) cursor holds must be one of them; else lease-less.  An ack
+-- that names no consumerGroup acks for the group whose cursor on that partition holds its
+-- lease (its own, else one of its bundle's requiredLeases): a lease id names one pop of one
+-- group, and clients that send requiredLeases name no group.  Without a lease to go by, the
+-- group is __QUEUE_MODE__.
+CREATE FUNCTION queen_txn(p_pid uuid[], p_queue text[], p_partition text[], p_id uuid[],
+			  p_txn text[], p_trace text[], p_payload text[],
+			  a_group text[], a_pid uuid[], a_txn text[], a_status text[],
+			  a_lease uuid[], a_error text[], a_bundle int[],
+			  r_lease uuid[], r_bundle int[], p_kv jsonb, p_timers jsonb, p_base int[])
+RETURNS SETOF queen_txn_row
+LANGUAGE plpgsql AS $$
+DECLARE
+	-- never a lease id: an ack given it fails its lease check in queen_ack
+	c_no_lease constant uuid := '00000000-0000-0000-0000-000000000000';
+	v_nb int := coalesce(cardinality(p_base), 0);
+	v_np int := coalesce(cardinality(p_id), 0);
+	v_na int := coalesce(cardinality(a_txn), 0);
+	v_req bool := coalesce(cardinality(r_lease), 0) > 0;
+	v_group text[] := a_group;
+	v_lease uuid[] := a_lease;
+	v_rows queen_txn_row[] := '{}';
+	v_bad uuid;
+	v_fi int;
+	v_ferr text;
+	v_fmid uuid;
+	v_ops jsonb;
+	v_res jsonb;
+	v_nkv int[] := array_fill(0, ARRAY[greatest(v_nb, 1)]);
+BEGIN
+	-- Every required lease must be live, whether or not an ack goes by it.
+	IF v_req THEN
+		SELECT u.l INTO v_bad FROM unnest(r_lease) AS u (l)
+		WHERE NOT EXISTS (SELECT 1 FROM queen_cursors c
+				  WHERE c.lease_id = u.l AND c.lease_expires_at > now())
+		LIMIT 1;
+		IF v_bad IS NOT NULL THEN
+			RAISE EXCEPTION USING ERRCODE = 'QT001',
+				MESSAGE = format('required lease %s is not live', v_bad),
+				DETAIL = jsonb_build_object('reason', 'ack_rejected', 'lease', v_bad);
+		END IF;
+	END IF;
+
+	IF v_na > 0 THEN
+		-- Groups and leases the bodies left out (the lease rule above).  Read without
+		-- locks: queen_ack checks the lease chosen under the cursor row lock.
+		IF array_position(a_group, NULL) IS NOT NULL
+		   OR (v_req AND array_position(a_lease, NULL) IS NOT NULL) THEN
+			SELECT array_agg(g.g ORDER BY u.o),
+			       array_agg(CASE WHEN u.l IS NOT NULL OR rq.req IS NULL THEN u.l
+					      WHEN c.lease_id = ANY (rq.req) THEN c.lease_id
+					      ELSE c_no_lease END ORDER BY u.o)
+			INTO v_group, v_lease
+			FROM unnest(a_group, a_pid, a_lease, a_bundle) WITH ORDINALITY
+				AS u (g, pid, l, b, o)
+			LEFT JOIN LATERAL (
+				SELECT array_agg(r.l) AS req FROM unnest(r_lease, r_bundle) AS r (l, b)
+				WHERE v_req AND r.b = u.b) rq ON true
+			LEFT JOIN LATERAL (
+				SELECT x.group_name FROM queen_cursors x
+				WHERE u.g IS NULL AND x.partition_id = u.pid
+				  AND (x.lease_id = u.l
+				       OR (u.l IS NULL AND x.lease_id = ANY (rq.req)))
+				ORDER BY x.lease_expires_at DESC NULLS LAST
+				LIMIT 1) byl ON true
+			CROSS JOIN LATERAL (SELECT coalesce(u.g, byl.group_name, '__QUEUE_MODE__')
+					    AS g) g
+			LEFT JOIN queen_cursors c ON u.l IS NULL AND rq.req IS NOT NULL
+				AND c.partition_id = u.pid AND c.group_name = g.g;
+		END IF;
+
+		-- Bundles that would see each other's acks: the same cursor, or a lease one of
+		-- them requires and another acks by (and may release).
+		IF v_nb > 1 AND (EXISTS (
+			SELECT 1 FROM unnest(v_group, a_pid, a_bundle) AS u (g, pid, b)
+			GROUP BY coalesce(u.g, '__QUEUE_MODE__'), u.pid
+			HAVING count(DISTINCT u.b) > 1) OR (v_req AND EXISTS (
+			SELECT 1 FROM unnest(r_lease, r_bundle) AS r (l, b)
+			JOIN unnest(v_lease, a_bundle) AS u (l, b) ON u.l = r.l AND u.b <> r.b))) THEN
+			RAISE EXCEPTION USING ERRCODE = 'QT002',
+				MESSAGE = 'bundles of one call depend on each other''s acks';
+		END IF;
+
+		SELECT array_agg(ROW('a', a.idx, a.success, NULL, NULL, a.partition_id, a.committed,
+				     coalesce(v_group[a.idx + 1], '__QUEUE_MODE__'), a.error,
+				     a.lease_released, a.dlq, a.noop, NULL)::queen_txn_row
+				 ORDER BY a.idx),
+		       (array_agg(a.idx ORDER BY a.idx) FILTER (WHERE NOT a.success))[1],
+		       (array_agg(a.error ORDER BY a.idx) FILTER (WHERE NOT a.success))[1]
+		INTO v_rows, v_fi, v_ferr
+		FROM queen_ack(v_group, a_pid, a_txn, a_status, v_lease, a_error) a;
+		IF v_fi IS NOT NULL THEN
+			RAISE EXCEPTION USING ERRCODE = 'QT001',
+				MESSAGE = format('ack %s rejected: %s', v_fi, v_ferr),
+				DETAIL = jsonb_build_object('reason', 'ack_rejected', 'ackIndex', v_fi,
+							    'ackError', v_ferr);
+		END IF;
+	END IF;
+
+	FOR b IN 1 .. CASE WHEN p_kv IS NULL THEN 0 ELSE v_nb END LOOP
+		v_ops := p_kv->(b - 1);
+		CONTINUE WHEN jsonb_typeof(v_ops) IS DISTINCT FROM 'array'
+			OR jsonb_array_length(v_ops) = 0;
+		v_res := queen_kv_apply(v_ops, false);
+		IF (v_res->'ok') = 'false'::jsonb THEN
+			RAISE EXCEPTION USING ERRCODE = 'QT001',
+				MESSAGE = format('kv precondition lost: kv[%s] %s %s: %s',
+						 v_res->'failedIndex', v_res->>'op', v_res->>'key',
+						 v_res->>'kvReason'),
+				DETAIL = (v_res - 'ok') || jsonb_build_object('bundle', b - 1);
+		END IF;
+		v_nkv[b] := jsonb_array_length(v_res->'results');
+		v_rows := v_rows || ROW('k', b - 1, true, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+					NULL, NULL,
+					(SELECT jsonb_agg(e.v || jsonb_build_object(
+							'index', p_base[b] + e.o - 1, 'type', 'kv',
+							'kvIndex', e.o - 1) ORDER BY e.o)
+					 FROM jsonb_array_elements(v_res->'results')
+						WITH ORDINALITY AS e (v, o))::text)::queen_txn_row;
+	END LOOP;
+
+	FOR b IN 1 .. CASE WHEN p_timers IS NULL THEN 0 ELSE v_nb END LOOP
+		v_ops := p_timers->(b - 1);
+		CONTINUE WHEN jsonb_typeof(v_ops) IS DISTINCT FROM 'array'
+			OR jsonb_array_length(v_ops) = 0;
+		v_res := queen_timers_apply(v_ops);
+		v_rows := v_rows || ROW('t', b - 1, true, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+					NULL, NULL,
+					(SELECT jsonb_agg(e.v || jsonb_build_object(
+							'index', p_base[b] + v_nkv[b] + e.o - 1,
+							'type', 'timer', 'timerIndex', e.o - 1) ORDER BY e.o)
+					 FROM jsonb_array_elements(v_res)
+						WITH ORDINALITY AS e (v, o))::text)::queen_txn_row;
+	END LOOP;
+
+	IF v_np > 0 THEN
+		v_fi := NULL;
+		SELECT v_rows || array_agg(ROW('p', x.idx, x.status = 'queued', x.message_id,
+					       x.queue_id, x.partition_id, x.log_end, NULL, NULL,
+					       NULL, NULL, NULL, NULL)::queen_txn_row ORDER BY x.idx),
+		       (array_agg(x.idx ORDER BY x.idx) FILTER (WHERE x.status <> 'queued'))[1],
+		       (array_agg(x.message_id ORDER BY x.idx)
+			FILTER (WHERE x.status <> 'queued'))[1]
+		INTO v_rows, v_fi, v_fmid
+		FROM queen_push(p_pid, p_queue, p_partition, p_id, p_txn, p_trace, p_payload,
+				NULL) x;
+		IF v_fi IS NOT NULL THEN
+			RAISE EXCEPTION USING ERRCODE = 'QT001',
+				MESSAGE = format('push item %s is a duplicate of message %s', v_fi,
+						 v_fmid),
+				DETAIL = jsonb_build_object('reason', 'duplicate', 'pushIndex', v_fi,
+							    'messageId', v_fmid);
+		END IF;
+	END IF;
+
+	RETURN QUERY SELECT * FROM unnest(v_rows);
+END
+$$;

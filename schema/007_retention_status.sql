@@ -98,8 +98,7 @@ BEGIN
 	END IF;
 
 	-- 1. Purge what earlier rounds released.  The rows are found by primary key, locked
-	-- without waiting, and deleted by tuple id (a TID scan, whatever the table's size: the
-	-- function plans with sequential scans off, 010_maintenance_plans.sql).
+	-- without waiting, and deleted by tuple id (a TID scan, whatever the table's size).
 	DELETE FROM queen_segments s
 	WHERE s.ctid = ANY (ARRAY(
 		SELECT x.ctid

@@ -1,5 +1,6 @@
--- 009_lean_paths.sql: the pop (SPEC.md 5) and the ack (SPEC.md 6 and 21), replacing those of
--- 0.1.0 with ones whose common case runs fewer and plainer statements.  In PL/pgSQL every
+-- 009_lean_paths.sql: the pop (SPEC.md 5), the ack (SPEC.md 6 and 21) and the transaction
+-- (SPEC.md 8), replacing those of 0.1.0 (002_core_functions.sql, 006_transaction.sql) with
+-- ones whose common case runs fewer and plainer statements.  In PL/pgSQL every
 -- statement pays for its executor start-up (plan nodes, expression programs, memory contexts)
 -- whatever the rows it touches, and a pop or an ack of a healthy consumer touches few rows:
 -- there the number of statements, not their rows, is the cost.
