@@ -1903,6 +1903,33 @@ static long timers_count_ok(const struct http_resp *r, struct failures *f)
 	return ok;
 }
 
+/* The number of messages one pop answered (0 for 204), or -1 on failure. */
+static long pop_count(struct hclient *h, const char *path, struct failures *f)
+{
+	const char *e;
+	struct http_resp r;
+	struct js_arr a;
+	long n = 0;
+
+	if (hc_call(h, "GET", path, NULL, 0, &r) < 0) {
+		f->transport++;
+		failures_note(f, "transport", "pop answer lost", 15);
+		return -1;
+	}
+	if (r.status == 204)
+		return 0;
+	if (r.status != 200) {
+		fail_http(f, &r);
+		return -1;
+	}
+	e = r.body + r.body_len;
+	if (!js_arr_open(&a, js_get(r.body, e, "messages"), e))
+		return 0;
+	while (js_arr_next(&a))
+		n++;
+	return n;
+}
+
 /* Schedules TIMER_COUNT timers on `queue`, all due at wall-clock `due_ms`; returns how many. */
 static long timers_schedule(struct hclient *h, const char *queue, int64_t due_ms,
 			    struct failures *f)
@@ -1936,45 +1963,16 @@ static long timers_schedule(struct hclient *h, const char *queue, int64_t due_ms
 	return scheduled;
 }
 
-/* Messages stored in `queue` (sum of its partitions' counts); 0 while it does not exist. */
-static long queue_messages(struct hclient *h, const char *queue, struct failures *f)
-{
-	const char *e, *el;
-	struct http_resp r;
-	struct js_arr a;
-	char path[256];
-	long total = 0;
-
-	snprintf(path, sizeof(path), "/api/v1/resources/queues/%s", queue);
-	if (hc_call(h, "GET", path, NULL, 0, &r) < 0) {
-		f->transport++;
-		failures_note(f, "transport", "queue detail lost", 17);
-		return -1;
-	}
-	if (r.status == 404)
-		return 0;
-	if (r.status != 200) {
-		fail_http(f, &r);
-		return -1;
-	}
-	e = r.body + r.body_len;
-	if (!js_arr_open(&a, js_get(r.body, e, "partitions"), e))
-		return 0;
-	while ((el = js_arr_next(&a)))
-		total += strtol(js_get(el, e, "messages") ? js_get(el, e, "messages") : "0",
-				NULL, 10);
-	return total;
-}
-
 /*
  * TIMER_COUNT timers all due at the same wall-clock second about 5 s ahead; the figure is how
- * long after that second the last of them is stored as a message (SPEC target: within 2 s).
+ * long after that second the last of them has been popped as a message (SPEC target: within
+ * 2 s).
  */
 static void phase_timers(void)
 {
 	struct hclient h = { .fd = -1 };
 	struct failures fail = { 0 };
-	char queue[128], note[96];
+	char queue[128], note[96], path[256];
 	int64_t due_ms, deadline_ms, done_ms = -1;
 	long scheduled, stored = 0;
 
@@ -1985,23 +1983,28 @@ static void phase_timers(void)
 		tally_add(fail.items, "scheduling too slow", 19, 1);
 		failures_note(&fail, "timers", "scheduling ran past the due second", 34);
 	}
+	/* A consumer's view of "fired": the messages it can pop.  Popping (autoAck) costs one
+	 * partition's read, where reading the queue's detail costs more the larger the
+	 * database the earlier phases left, and would slow the sweeper it measures. */
 	deadline_ms = due_ms + (int64_t)(TIMER_WAIT_S * 1000);
+	snprintf(path, sizeof(path), "/api/v1/pop/queue/%s?batch=1000&wait=false&autoAck=true",
+		 queue);
 	while (wall_ms() < deadline_ms) {
-		long n = queue_messages(&h, queue, &fail);
+		long n = pop_count(&h, path, &fail);
 
-		if (n > stored)
-			stored = n;
+		stored += n > 0 ? n : 0;
 		if (stored >= TIMER_COUNT) {
 			done_ms = wall_ms();
 			break;
 		}
-		usleep(TIMER_POLL_MS * 1000);
+		if (n <= 0)
+			usleep(TIMER_POLL_MS * 1000);
 	}
-	snprintf(note, sizeof(note), "[%ld scheduled, %ld stored, SPEC target <= 2 s]", scheduled,
+	snprintf(note, sizeof(note), "[%ld scheduled, %ld popped, SPEC target <= 2 s]", scheduled,
 		 stored);
 	if (done_ms < 0) {
 		tally_add(fail.items, "not fired in time", 17, TIMER_COUNT - stored);
-		failures_note(&fail, "timers", "not all stored within 60 s of the due second", 44);
+		failures_note(&fail, "timers", "not all popped within 60 s of the due second", 44);
 		figure("timers 10000 due together: fired in", TIMER_WAIT_S, "s", -1, note);
 	} else {
 		figure("timers 10000 due together: fired in",
