@@ -202,6 +202,7 @@ resync(struct dbconn *db)
 {
 	PGresult *res;
 	int advanced = 0;
+	uint64_t mark = pidx_cursor_mark();
 
 	if (db_exec(db, SQL_INDEX_SNAPSHOT, NULL, &res) != QE_OK)
 		return -1;
@@ -214,9 +215,10 @@ resync(struct dbconn *db)
 		pidx_learn(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
 			   PQgetvalue(res, i, 3), pid, PQgetvalue(res, i, 5), end);
 		if (!PQgetisnull(res, i, 7))
-			pidx_cursor(pid, pidx_group_hash(PQgetvalue(res, i, 7)),
-				    atoll(PQgetvalue(res, i, 8)),
-				    PQgetisnull(res, i, 9) ? 0 : atoll(PQgetvalue(res, i, 9)));
+			pidx_cursor_snapshot(pid, pidx_group_hash(PQgetvalue(res, i, 7)),
+					     atoll(PQgetvalue(res, i, 8)),
+					     PQgetisnull(res, i, 9) ? 0 : atoll(PQgetvalue(res, i, 9)),
+					     mark);
 	}
 	PQclear(res);
 	return advanced;

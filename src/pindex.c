@@ -21,6 +21,7 @@ struct gslot {
 	_Atomic uint64_t gh;
 	_Atomic int64_t committed;
 	_Atomic int64_t lease_until;
+	_Atomic uint64_t stamp;		/* cursor_seq of the last live update */
 };
 
 struct pq_queue;
@@ -463,8 +464,14 @@ find_slot(struct pq_part *p, uint64_t gh, int claim)
 	return NULL;
 }
 
-void
-pidx_cursor(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until)
+/* Live updates (what a handler saw committed) are numbered; a snapshot taken before one of
+ * them must not overwrite it: the resync query runs for a while, and a lease it read may be
+ * released by an ack that lands in the index before the snapshot does. */
+static _Atomic uint64_t cursor_seq;
+
+static void
+cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until, int live,
+	   uint64_t mark)
 {
 	struct pq_part *p;
 	struct gslot *s;
@@ -472,12 +479,33 @@ pidx_cursor(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until
 	urcu_memb_read_lock();
 	p = find_id(pid);
 	s = p ? find_slot(p, gh, 1) : NULL;
-	if (s) {
+	if (s && (live || atomic_load(&s->stamp) <= mark)) {
+		if (live)
+			atomic_store(&s->stamp, atomic_fetch_add(&cursor_seq, 1) + 1);
 		atomic_store(&s->committed, committed);
 		if (lease_until >= 0)
 			atomic_store(&s->lease_until, lease_until);
 	}
 	urcu_memb_read_unlock();
+}
+
+void
+pidx_cursor(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until)
+{
+	cursor_set(pid, gh, committed, lease_until, 1, 0);
+}
+
+uint64_t
+pidx_cursor_mark(void)
+{
+	return atomic_load(&cursor_seq);
+}
+
+void
+pidx_cursor_snapshot(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
+		     uint64_t mark)
+{
+	cursor_set(pid, gh, committed, lease_until, 0, mark);
 }
 
 int

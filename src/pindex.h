@@ -45,6 +45,11 @@ int pidx_log_end(const char *pid, int64_t log_end);
 /* Records a group's cursor on a partition: committed offset and lease expiry (wall ms, 0 =
  * none, -1 = unchanged). */
 void pidx_cursor(const char *pid, uint64_t group_hash, int64_t committed, int64_t lease_until);
+/* The same from a database snapshot: pidx_cursor_mark() is taken before the snapshot's
+ * query, and a cursor updated live since then keeps the newer state. */
+uint64_t pidx_cursor_mark(void);
+void pidx_cursor_snapshot(const char *pid, uint64_t group_hash, int64_t committed,
+			  int64_t lease_until, uint64_t mark);
 /* Name of the queue a known partition belongs to; 0 when unknown. */
 int pidx_queue_of(const char *pid, char *queue, size_t len);
 /* Namespace and task of a known queue (copied into the buffers); 0 when unknown. */
