@@ -5,8 +5,9 @@
  * the same server: the same payloads inserted straight over libpq, 100 rows per INSERT, from
  * 16 connections.  Phases: baseline, push (batch 100 x 8 connections, batch 1 x 64
  * connections; 100 B and 1 KiB payloads; 10 and 10,000 partitions), pop+ack draining a
- * pre-pushed backlog with 4 consumers, a pipeline stage (pop batch 1 -> transaction acking it
- * and pushing its successor, 16 connections, against batch-1 pushes of the same connections),
+ * pre-pushed backlog with 4 consumers, a pipeline stage (pop 100, then one transaction per
+ * message acking it and pushing its successor, 16 connections, in slices alternating with
+ * batch-1 pushes of as many connections),
  * 10,000 timers due in the same second, long-poll wake latency, batch pushes over 10,000
  * partitions while the broker's retention rounds delete their aged segments, and the broker's
  * peak RSS.
@@ -2314,7 +2315,11 @@ static void phase_retention(void)
 	struct stall_probe probe = { 0 };
 	pthread_t probe_thread;
 
-	snprintf(queue, sizeof(queue), "bench-%s-ret", run_id);
+	/* The push phase's queue over as many partitions (created here when that phase did not
+	 * run): a queue of its own would add --many-partitions partitions to the broker's index
+	 * and to the run's peak RSS, itself a figure.  Its old segments are due at once. */
+	snprintf(queue, sizeof(queue), "bench-%s-push-b%d-%s-%dp", run_id, PUSH_BIG_BATCH,
+		 payloads[0].tag, opt.many_partitions);
 	snprintf(label, sizeof(label), "retention push %dp", opt.many_partitions);
 	/* Before the first push: a queue that a push creates keeps everything. */
 	if (!retention_configure(&h, queue, &ph.fail)) {
