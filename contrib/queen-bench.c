@@ -1557,6 +1557,30 @@ static void pop_reply_ack(struct pop_run *ph, struct pop_conn *pc, const struct 
 		tally_add(ph->fail.items, "ack answer count mismatch", 25, 1);
 }
 
+/* A pop that delivered nothing: count it, and let the connection wait 5 ms before the next. */
+static void pop_answer_empty(struct conn *c, long *empty)
+{
+	(*empty)++;
+	c->not_before = now() + 0.005;
+}
+
+/* Whether a pop answer carries messages (200); a 204 or a failure is counted and the
+ * connection backs off.  Shared by the pop+ack and the transaction phases. */
+static bool pop_answer_ok(struct conn *c, const struct http_resp *r, long *empty,
+			  struct failures *f)
+{
+	if (r->status == 204) {
+		pop_answer_empty(c, empty);
+		return false;
+	}
+	if (r->status != 200) {
+		fail_http(f, r);
+		c->not_before = now() + 0.01;
+		return false;
+	}
+	return true;
+}
+
 static void pop_reply(struct engine *en, struct conn *c, const struct http_resp *r)
 {
 	struct pop_run *ph = en->phase;
@@ -1567,20 +1591,11 @@ static void pop_reply(struct engine *en, struct conn *c, const struct http_resp 
 		pop_reply_ack(ph, pc, r);
 		return;
 	}
-	if (r->status == 204) {
-		ph->empty++;
-		c->not_before = now() + 0.005;
+	if (!pop_answer_ok(c, r, &ph->empty, &ph->fail))
 		return;
-	}
-	if (r->status != 200) {
-		fail_http(&ph->fail, r);
-		c->not_before = now() + 0.01;
-		return;
-	}
 	n = pop_build_ack(ph, pc, r);
 	if (n == 0) {
-		ph->empty++;
-		c->not_before = now() + 0.005;
+		pop_answer_empty(c, &ph->empty);
 		return;
 	}
 	ph->popped += n;
@@ -1775,20 +1790,8 @@ static void txn_reply(struct engine *en, struct conn *c, const struct http_resp 
 		txn_reply_commit(ph, r, now() - c->t_sent);
 		return;
 	}
-	if (r->status == 204) {
-		ph->empty++;
-		c->not_before = now() + 0.005;
-		return;
-	}
-	if (r->status != 200) {
-		fail_http(&ph->fail, r);
-		c->not_before = now() + 0.01;
-		return;
-	}
-	if (txn_build(ph, tc, r) == 0) {
-		ph->empty++;
-		c->not_before = now() + 0.005;
-	}
+	if (pop_answer_ok(c, r, &ph->empty, &ph->fail) && txn_build(ph, tc, r) == 0)
+		pop_answer_empty(c, &ph->empty);
 }
 
 /*
