@@ -1,4 +1,4 @@
-/* h_groups: consumer-group administration and seek. The SQL of schema/005 decides everything
+/* h_groups: consumer-group administration and seek. The SQL of schema/functions/groups.sql decides everything
  * under row locks; this file validates requests, renders answers and keeps the partition
  * index honest afterwards: a seek may move a cursor backwards, and the index must not go on
  * telling pops that a partition has nothing for the group (they would answer 204 without

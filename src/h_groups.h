@@ -1,6 +1,6 @@
 /* h_groups: consumer groups, their subscription start and seek (SPEC 10).
  *
- * Every handler runs on a worker thread and makes one call of a schema/005 function; the
+ * Every handler runs on a worker thread and makes one call of a schema/functions/groups.sql function; the
  * ones that move or remove cursors then bring the partition index up to date (committed
  * offset, no lease) and wake the pops parked on the queues concerned, since data may have
  * become deliverable for them. */

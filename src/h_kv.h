@@ -2,7 +2,7 @@
  *
  * Routes: POST /api/v1/kv (an array of ops, or {"operations":[...]}) and the sugar
  * GET/PUT/DELETE /api/v1/kv/:ns/ *key. Every op is validated in the HTTP thread, so a bad
- * call changes nothing; the worker then makes one call of queen_kv() (schema/003_kv.sql),
+ * call changes nothing; the worker then makes one call of queen_kv() (schema/functions/kv.sql),
  * which applies the ops in order and undoes them all when a `required` op loses its
  * precondition. Also owns the pruning of expired keys (a maintenance task).
  *

@@ -1,6 +1,6 @@
 /* h_messages: the message browser (SPEC 12): list retained messages with their status, show
  * one with its payload and per-group state, delete its dead-letter rows. Read-mostly; each
- * handler is one call of a schema/005 function on a worker thread. */
+ * handler is one call of a schema/functions/dlq_messages.sql function on a worker thread. */
 #ifndef QUEEN_H_MESSAGES_H
 #define QUEEN_H_MESSAGES_H
 

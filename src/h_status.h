@@ -1,7 +1,7 @@
 /* h_status: the read-only operator views (SPEC 16): GET /api/v1/resources/queues, /overview,
  * /namespaces, /tasks, GET /api/v1/status and /api/v1/status/queues.
  *
- * Each is one call of a SQL function of schema/007_retention_status.sql returning the JSON
+ * Each is one call of a SQL function of schema/functions/status.sql returning the JSON
  * answer; counts are offset arithmetic on partition and cursor rows, never a scan of
  * messages. /api/v1/status adds what only the broker knows (its counters, retention rounds).
  * Worker thread; errors go through req_fail (503 when the database does not answer, 400 for a

@@ -1,7 +1,7 @@
 /* h_txn: the transaction route. The bundle is validated in the HTTP thread with the parsers of
  * the single routes (h_push_parse_item, h_ack_parse_item, h_kv_validate_ops,
  * h_timers_validate_ops), so what reaches the database is well formed; the worker then makes
- * one call of queen_txn (schema/006_transaction.sql): one statement, one transaction.
+ * one call of queen_txn (schema/functions/transaction.sql): one statement, one transaction.
  *
  * Group commit, as for pushes: a worker takes the bundles of every transaction request
  * waiting and sends them in ONE call, whose acks and pushes queen_txn merges into one
@@ -42,8 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TXN_VERDICT_STATE "QT001"	/* schema/006: the call must not commit */
-#define TXN_REGROUP_STATE "QT002"	/* schema/006: bundles of one call depend on each other */
+#define TXN_VERDICT_STATE "QT001"	/* transaction.sql: the call must not commit */
+#define TXN_REGROUP_STATE "QT002"	/* transaction.sql: bundles of one call depend on each other */
 #define TXN_PARAMS 19			/* parameters of queen_txn */
 #define TXN_TRIES 2			/* a deadlock or serialization failure: once more */
 
@@ -405,7 +405,7 @@ build_params(struct txn_job **jobs, size_t n, struct strbuf sb[TXN_PARAMS], int 
 		sb_addc(&sb[m], m == 16 || m == 17 ? ']' : '}');
 }
 
-/* Turns the QT001 error of a one-bundle call into the verdict (schema/006 has the detail). */
+/* Turns the QT001 error of a one-bundle call into the verdict (schema/functions/transaction.sql has the detail). */
 static void
 verdict_from_sql(struct txn_job *j, const PGresult *res)
 {

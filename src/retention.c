@@ -1,6 +1,6 @@
 /* retention: schedules retention rounds, runs the advance step of each round in small
  * transactions, and turns the answers into index updates and counters. What is due and in
- * which order locks are taken is decided in SQL (schema/007_retention_status.sql).
+ * which order locks are taken is decided in SQL (schema/functions/retention.sql).
  *
  * Invariant kept by the SQL side: the segments of a partition always cover
  * [log_start, log end]; an advance moves log_start first, a later round deletes the segments

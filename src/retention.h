@@ -1,7 +1,7 @@
 /* retention: the maintenance task that deletes what queues no longer keep (SPEC 9, 21).
  *
  * Every RETENTION_INTERVAL ms the maintenance thread runs one round: one call of
- * queen_retention_round (schema/007_retention_status.sql), which deletes at most
+ * queen_retention_round (schema/functions/retention.sql), which deletes at most
  * RETENTION_BATCH_SIZE whole segments released by earlier rounds, expires dedup keys past
  * their queue's window and plans which partitions' log starts move (their front segments are
  * due under retentionSeconds, completedRetentionSeconds or maxWaitTimeSeconds); then the plan

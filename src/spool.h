@@ -16,7 +16,7 @@
  * mid-append leaves a torn last record, which start-up detects (short header, length past the
  * end of the file, CRC mismatch) and drops with a warning, never half-replaying it. The
  * message id is kept in the record and every replayed item carries a dedup key (its
- * transactionId, else its message id); queen_spool_push (schema/008) answers "duplicate" for
+ * transactionId, else its message id); queen_spool_push (schema/functions/push.sql) answers "duplicate" for
  * an item whose key is already held by its own message id, so replaying a segment again after
  * a crash between commit and delete stores nothing twice. (Not for a queue whose
  * dedupWindowSeconds is 0: it keeps no keys.)

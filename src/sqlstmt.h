@@ -26,7 +26,7 @@ enum sql_id {
 	SQL_TIMERS_GET,
 	SQL_TIMERS_LIST,
 	SQL_TIMERS_FIRE,
-	/* consumer groups, seek, dead letters, messages (schema/005) */
+	/* consumer groups, seek, dead letters, messages (schema/functions/groups.sql, dlq_messages.sql) */
 	SQL_GROUPS_LIST,
 	SQL_GROUPS_LAGGING,
 	SQL_GROUP_DETAIL,
@@ -38,7 +38,7 @@ enum sql_id {
 	SQL_MESSAGES_LIST,
 	SQL_MESSAGE_GET,
 	SQL_MESSAGE_DELETE,
-	/* retention and the operator reads (schema/007) */
+	/* retention and the operator reads (schema/functions/retention.sql, status.sql) */
 	SQL_RETENTION_ROUND,
 	SQL_RETENTION_ADVANCE,
 	SQL_RES_QUEUES,
@@ -47,9 +47,9 @@ enum sql_id {
 	SQL_RES_TASKS,
 	SQL_STATUS,
 	SQL_STATUS_QUEUES,
-	/* transaction (schema/006) */
+	/* transaction (schema/functions/transaction.sql) */
 	SQL_TXN,
-	/* spool replay (schema/008) */
+	/* spool replay (schema/functions/push.sql) */
 	SQL_SPOOL_PUSH,
 	SQL__COUNT
 };

@@ -1,6 +1,6 @@
 /* timers: the sweeper that fires due timers, a task of the maintenance thread (maint.c).
  *
- * Each round is one call of queen_timers_fire (schema/004_timers.sql): it claims up to
+ * Each round is one call of queen_timers_fire (schema/functions/timers.sql): it claims up to
  * TIMERS_ROUND due timers with FOR UPDATE SKIP LOCKED, pushes them and deletes them in one
  * transaction, so any number of brokers may sweep one database and a timer fires once. The
  * broker then learns the partitions written and wakes the pops parked on their queues. */

@@ -2,7 +2,7 @@
 # Acks inside a lease span made of many small segments (one message per push): acked one at a
 # time in order, out of order, several out of order in one call, and from a transaction. The
 # ack reads the head of the span first and the whole span only when a message is not there
-# (schema/009_lean_paths.sql); each way must find the message and apply the commit rule.
+# (schema/functions/ack.sql); each way must find the message and apply the commit rule.
 use strict;
 use warnings;
 use FindBin;

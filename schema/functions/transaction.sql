@@ -1,4 +1,4 @@
--- 006_transaction.sql: the transaction route (SPEC.md 8, 21).
+-- transaction.sql: the transaction route (SPEC.md 8, 21).
 --
 -- queen_txn applies bundles (acks, kv ops, timers, pushes) in the statement's own
 -- transaction, in one round trip, by calling the functions the single routes use: queen_ack,
@@ -87,11 +87,7 @@ DECLARE
 	v_req bool := coalesce(cardinality(r_lease), 0) > 0;
 	v_group text[] := a_group;
 	v_lease uuid[] := a_lease;
-	v_rows queen_txn_row[] := '{}';
 	v_bad uuid;
-	v_fi int;
-	v_ferr text;
-	v_fmid uuid;
 	v_ops jsonb;
 	v_res jsonb;
 	v_nkv int[] := array_fill(0, ARRAY[greatest(v_nb, 1)]);
@@ -149,20 +145,15 @@ BEGIN
 				MESSAGE = 'bundles of one call depend on each other''s acks';
 		END IF;
 
-		SELECT array_agg(ROW('a', a.idx, a.success, NULL, NULL, a.partition_id, a.committed,
-				     coalesce(v_group[a.idx + 1], '__QUEUE_MODE__'), a.error,
-				     a.lease_released, a.dlq, a.noop, NULL)::queen_txn_row
-				 ORDER BY a.idx),
-		       (array_agg(a.idx ORDER BY a.idx) FILTER (WHERE NOT a.success))[1],
-		       (array_agg(a.error ORDER BY a.idx) FILTER (WHERE NOT a.success))[1]
-		INTO v_rows, v_fi, v_ferr
-		FROM queen_ack(v_group, a_pid, a_txn, a_status, v_lease, a_error) a;
-		IF v_fi IS NOT NULL THEN
-			RAISE EXCEPTION USING ERRCODE = 'QT001',
-				MESSAGE = format('ack %s rejected: %s', v_fi, v_ferr),
-				DETAIL = jsonb_build_object('reason', 'ack_rejected', 'ackIndex', v_fi,
-							    'ackError', v_ferr);
-		END IF;
+		-- Rows go out as they come; the first refused ack (in input order) raises, and
+		-- the raise undoes the rows already returned along with everything else.
+		RETURN QUERY
+		SELECT 'a', a.idx, a.success, NULL::uuid, NULL::uuid, a.partition_id, a.committed,
+		       coalesce(v_group[a.idx + 1], '__QUEUE_MODE__'), a.error, a.lease_released,
+		       a.dlq, a.noop, NULL::text
+		FROM (SELECT * FROM queen_ack(v_group, a_pid, a_txn, a_status, v_lease, a_error)
+		      ORDER BY 1) a
+		WHERE a.success OR queen_txn_refuse('ack_rejected', a.idx, a.error, NULL);
 	END IF;
 
 	FOR b IN 1 .. CASE WHEN p_kv IS NULL THEN 0 ELSE v_nb END LOOP
@@ -178,13 +169,13 @@ BEGIN
 				DETAIL = (v_res - 'ok') || jsonb_build_object('bundle', b - 1);
 		END IF;
 		v_nkv[b] := jsonb_array_length(v_res->'results');
-		v_rows := v_rows || ROW('k', b - 1, true, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-					NULL, NULL,
-					(SELECT jsonb_agg(e.v || jsonb_build_object(
-							'index', p_base[b] + e.o - 1, 'type', 'kv',
-							'kvIndex', e.o - 1) ORDER BY e.o)
-					 FROM jsonb_array_elements(v_res->'results')
-						WITH ORDINALITY AS e (v, o))::text)::queen_txn_row;
+		RETURN QUERY
+		SELECT 'k', b - 1, true, NULL::uuid, NULL::uuid, NULL::uuid, NULL::bigint, NULL,
+		       NULL, NULL::bool, NULL::bool, NULL::bool,
+		       jsonb_agg(e.v || jsonb_build_object('index', p_base[b] + e.o - 1,
+							   'type', 'kv', 'kvIndex', e.o - 1)
+				 ORDER BY e.o)::text
+		FROM jsonb_array_elements(v_res->'results') WITH ORDINALITY AS e (v, o);
 	END LOOP;
 
 	FOR b IN 1 .. CASE WHEN p_timers IS NULL THEN 0 ELSE v_nb END LOOP
@@ -192,35 +183,45 @@ BEGIN
 		CONTINUE WHEN jsonb_typeof(v_ops) IS DISTINCT FROM 'array'
 			OR jsonb_array_length(v_ops) = 0;
 		v_res := queen_timers_apply(v_ops);
-		v_rows := v_rows || ROW('t', b - 1, true, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-					NULL, NULL,
-					(SELECT jsonb_agg(e.v || jsonb_build_object(
-							'index', p_base[b] + v_nkv[b] + e.o - 1,
-							'type', 'timer', 'timerIndex', e.o - 1) ORDER BY e.o)
-					 FROM jsonb_array_elements(v_res)
-						WITH ORDINALITY AS e (v, o))::text)::queen_txn_row;
+		RETURN QUERY
+		SELECT 't', b - 1, true, NULL::uuid, NULL::uuid, NULL::uuid, NULL::bigint, NULL,
+		       NULL, NULL::bool, NULL::bool, NULL::bool,
+		       jsonb_agg(e.v || jsonb_build_object('index', p_base[b] + v_nkv[b] + e.o - 1,
+							   'type', 'timer', 'timerIndex', e.o - 1)
+				 ORDER BY e.o)::text
+		FROM jsonb_array_elements(v_res) WITH ORDINALITY AS e (v, o);
 	END LOOP;
 
 	IF v_np > 0 THEN
-		v_fi := NULL;
-		SELECT v_rows || array_agg(ROW('p', x.idx, x.status = 'queued', x.message_id,
-					       x.queue_id, x.partition_id, x.log_end, NULL, NULL,
-					       NULL, NULL, NULL, NULL)::queen_txn_row ORDER BY x.idx),
-		       (array_agg(x.idx ORDER BY x.idx) FILTER (WHERE x.status <> 'queued'))[1],
-		       (array_agg(x.message_id ORDER BY x.idx)
-			FILTER (WHERE x.status <> 'queued'))[1]
-		INTO v_rows, v_fi, v_fmid
-		FROM queen_push(p_pid, p_queue, p_partition, p_id, p_txn, p_trace, p_payload,
-				NULL) x;
-		IF v_fi IS NOT NULL THEN
-			RAISE EXCEPTION USING ERRCODE = 'QT001',
-				MESSAGE = format('push item %s is a duplicate of message %s', v_fi,
-						 v_fmid),
-				DETAIL = jsonb_build_object('reason', 'duplicate', 'pushIndex', v_fi,
-							    'messageId', v_fmid);
-		END IF;
+		RETURN QUERY
+		SELECT 'p', x.idx, true, x.message_id, x.queue_id, x.partition_id, x.log_end,
+		       NULL, NULL, NULL::bool, NULL::bool, NULL::bool, NULL::text
+		FROM (SELECT * FROM queen_push(p_pid, p_queue, p_partition, p_id, p_txn, p_trace,
+					       p_payload, NULL)
+		      ORDER BY 1) x
+		WHERE x.status = 'queued'
+		   OR queen_txn_refuse('duplicate', x.idx, NULL, x.message_id);
 	END IF;
+END
+$$;
 
-	RETURN QUERY SELECT * FROM unnest(v_rows);
+-- The verdict of an ack refused or a push item found a duplicate inside queen_txn, raised as
+-- SQLSTATE QT001 (see 006_transaction.sql for the detail's fields).  Never returns: it is
+-- called from the WHERE clause of queen_txn's results, on the first row that fails, so the
+-- common case pays for no check beyond the row's own status.
+CREATE FUNCTION queen_txn_refuse(p_reason text, p_idx int, p_error text, p_mid uuid)
+RETURNS bool
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF p_reason = 'duplicate' THEN
+		RAISE EXCEPTION USING ERRCODE = 'QT001',
+			MESSAGE = format('push item %s is a duplicate of message %s', p_idx, p_mid),
+			DETAIL = jsonb_build_object('reason', 'duplicate', 'pushIndex', p_idx,
+						    'messageId', p_mid);
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = 'QT001',
+		MESSAGE = format('ack %s rejected: %s', p_idx, p_error),
+		DETAIL = jsonb_build_object('reason', 'ack_rejected', 'ackIndex', p_idx,
+					    'ackError', p_error);
 END
 $$;

@@ -1,0 +1,116 @@
+-- common.sql: helpers every area uses (timestamps, dedup keys, labels, offset search).
+--
+-- How the functions of schema/functions/ are kept: each function has one current definition,
+-- in the file of its area; the broker re-creates them all when the text of these files changes
+-- (src/migrate.c).  The numbered migrations beside this directory hold tables and indexes only.
+--
+-- The broker generates message and lease ids (UUIDv7) and passes them in; it caches ids, log
+-- ends and cursors (the partition index), but every decision is taken here, under row locks:
+--   * push allocates offsets under the partition row lock (partitions locked in id order),
+--     claims dedup keys and writes one segment per partition with set-based SQL;
+--   * pop claims cursor rows with FOR UPDATE SKIP LOCKED, so claims never wait;
+--   * ack locks the cursor rows it moves (in (partition, group) order) and applies the commit
+--     rule of SPEC.md 6 / 21.
+-- A statement in PL/pgSQL takes a fresh snapshot, so whatever is read after a lock statement
+-- sees every transaction that committed before the lock was granted.
+
+-- ISO-8601 UTC with milliseconds, the one timestamp format of the API.
+CREATE FUNCTION queen_ts(p timestamptz) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT to_char(p AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+$$;
+
+-- Dedup key of a transactionId (queen_dedup.txn_id): itself when it fits an index entry
+-- comfortably, else chr(1) || hex SHA-256 (a transactionId holds no control character).
+CREATE FUNCTION queen_txn_key(p text) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT CASE WHEN octet_length(p) <= 512 THEN p
+		ELSE chr(1) || encode(sha256(convert_to(p, 'UTF8')), 'hex') END COLLATE "C"
+$$;
+
+-- Labels of a queue created from its name: billing.invoice.v2 -> (billing, invoice).
+CREATE FUNCTION queen_name_namespace(p text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT CASE WHEN strpos(p, '.') > 0 THEN split_part(p, '.', 1) ELSE '' END
+$$;
+
+CREATE FUNCTION queen_name_task(p text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT split_part(p, '.', 2)
+$$;
+
+-- The first offset of partition p_pid whose segment was created at or after p_ts (strictly
+-- after when p_strict), NULL when there is none.  created_at never decreases along offsets,
+-- so this is a binary search over the offsets [log_start, next_offset), one primary-key probe
+-- per step.  Used for first contact by time, delayed visibility, seek by timestamp.
+CREATE FUNCTION queen_offset_at(p_pid uuid, p_ts timestamptz, p_strict bool DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+	lo bigint;		-- every offset below lo is before p_ts
+	hi bigint;		-- the answer is at most hi (hi = next_offset: none)
+	mid bigint;
+	s record;
+BEGIN
+	SELECT p.log_start, p.next_offset INTO lo, hi FROM queen_partitions p WHERE p.id = p_pid;
+	IF NOT FOUND OR lo >= hi THEN
+		RETURN NULL;
+	END IF;
+	WHILE lo < hi LOOP
+		mid := lo + (hi - lo) / 2;
+		SELECT g.base_offset, g.end_offset, g.created_at INTO s
+		FROM queen_segments g
+		WHERE g.partition_id = p_pid AND g.base_offset <= mid
+		ORDER BY g.base_offset DESC LIMIT 1;
+		IF NOT FOUND OR s.end_offset < mid THEN
+			-- hole (retention raced us): treat as before p_ts
+			lo := mid + 1;
+		ELSIF s.created_at > p_ts OR (s.created_at = p_ts AND NOT p_strict) THEN
+			hi := s.base_offset;	-- this whole segment qualifies
+		ELSE
+			lo := s.end_offset + 1;
+		END IF;
+	END LOOP;
+	SELECT p.next_offset INTO mid FROM queen_partitions p WHERE p.id = p_pid;
+	RETURN CASE WHEN lo < mid THEN lo END;
+END
+$$;
+
+-- Where a new cursor starts (its committed offset), from the group's stored start on the queue
+-- (SPEC.md 5 "First contact"): p_start NULL = everything retained; else the first segment
+-- created at or after p_start (the log end when there is none).  Cheap answers first; the
+-- search only for a partition that has data on both sides of p_start.
+CREATE FUNCTION queen_cursor_start(p_pid uuid, p_log_start bigint, p_next bigint,
+				   p_created timestamptz, p_last timestamptz, p_start timestamptz)
+RETURNS bigint
+LANGUAGE sql STABLE AS $$
+	SELECT CASE
+		WHEN p_start IS NULL THEN p_log_start - 1
+		WHEN p_last IS NULL OR p_last < p_start THEN p_next - 1
+		WHEN p_created >= p_start THEN p_log_start - 1
+		ELSE greatest(p_log_start - 1,
+			      coalesce(queen_offset_at(p_pid, p_start), p_next) - 1)
+	END
+$$;
+
+-- Every option of a queue row, SPEC.md 9 names.
+CREATE FUNCTION queen_queue_options(q queen_queues) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+	SELECT jsonb_build_object(
+		'leaseTime', q.lease_time,
+		'retryLimit', q.retry_limit,
+		'deadLetterQueue', q.dead_letter_queue,
+		'dlqAfterMaxRetries', q.dlq_after_max_retries,
+		'dedupWindowSeconds', q.dedup_window_seconds,
+		'retentionEnabled', q.retention_enabled,
+		'retentionSeconds', q.retention_seconds,
+		'completedRetentionSeconds', q.completed_retention_seconds,
+		'maxWaitTimeSeconds', q.max_wait_time_seconds,
+		'delayedProcessing', q.delayed_processing,
+		'windowBuffer', q.window_buffer,
+		'encryptionEnabled', q.encryption_enabled,
+		'priority', q.priority,
+		'maxSize', q.max_size,
+		'ttl', q.ttl,
+		'retryDelay', q.retry_delay)
+$$;

@@ -1,0 +1,267 @@
+-- pop.sql: the pop (SPEC.md 5) and lease extend (SPEC.md 7).
+--
+-- In PL/pgSQL every statement pays for its executor start-up (plan nodes, expression
+-- programs, memory contexts) whatever the rows it touches, and a pop of a healthy consumer
+-- touches few rows: there the number of statements, not their rows, is the cost.
+--
+-- A span of offsets (a lease, a pop) is read as the primary-key range of queen_segments from
+-- the segment holding its first offset (one backward probe: max(base_offset) <= first) to its
+-- last.  Bounding that range below by "first - 1000" instead (a segment holds at most 1000
+-- offsets) reads every small segment in between: up to a thousand index entries and heap
+-- rows for a partition fed one message per push.
+
+-- Pop (SPEC.md 5).  Claims up to p_max_partitions partitions with deliverable data for the
+-- group (cursor rows FOR UPDATE SKIP LOCKED: claims never wait), leases them under
+-- p_lease_id (or commits at once when p_auto_ack) and returns up to p_batch messages, one row
+-- each, in claim order then offset order.  No row = nothing deliverable.
+CREATE FUNCTION queen_pop(p_queue text, p_partition text, p_namespace text, p_task text,
+			  p_group text, p_batch int, p_max_partitions int, p_lease_seconds int,
+			  p_auto_ack bool, p_sub_mode text, p_sub_from timestamptz, p_lease_id uuid,
+			  p_candidates uuid[])
+RETURNS TABLE (partition_id uuid, partition_name text, queue_name text, off bigint,
+	       message_id uuid, txn_id text, trace_id text, payload text, created_at timestamptz,
+	       attempt int, committed bigint, log_end bigint, lease_expires_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+	v_group text := coalesce(p_group, '__QUEUE_MODE__');
+	v_qmode bool := coalesce(p_group, '__QUEUE_MODE__') = '__QUEUE_MODE__';
+	v_batch int := coalesce(p_batch, 200);
+	v_width int := coalesce(p_max_partitions, 1);
+	v_auto bool := coalesce(p_auto_ack, false);
+	v_lease uuid := coalesce(p_lease_id, gen_random_uuid());
+	v_queues uuid[];
+	v_cand uuid[];
+	v_claim uuid[];
+	v_met bool;
+	v_missing bigint := 0;
+	v_round int;
+BEGIN
+	IF v_batch < 1 OR v_width < 1 THEN
+		RETURN;
+	END IF;
+
+	-- The queues; whether the group has met them all yet; how many of the broker's
+	-- candidates the group has no cursor on.  One statement: in the steady state (a known
+	-- group, cursors on every candidate) the pop is this, the claim and the read.
+	IF p_queue IS NOT NULL THEN
+		SELECT array_agg(q.id),
+		       bool_and(v_qmode OR EXISTS (SELECT 1 FROM queen_subscriptions s
+						   WHERE s.group_name = v_group
+						     AND s.queue_id = q.id)),
+		       (SELECT count(*) FROM unnest(p_candidates) AS u (pid)
+			WHERE NOT EXISTS (SELECT 1 FROM queen_cursors c
+					  WHERE c.partition_id = u.pid
+					    AND c.group_name = v_group))
+		INTO v_queues, v_met, v_missing
+		FROM queen_queues q WHERE q.name = p_queue;
+	ELSE
+		SELECT array_agg(q.id),
+		       bool_and(v_qmode OR EXISTS (SELECT 1 FROM queen_subscriptions s
+						   WHERE s.group_name = v_group
+						     AND s.queue_id = q.id))
+		INTO v_queues, v_met
+		FROM queen_queues q
+		WHERE (p_namespace IS NULL OR q.namespace = p_namespace)
+		  AND (p_task IS NULL OR q.task = p_task);
+	END IF;
+	IF v_queues IS NULL THEN
+		RETURN;
+	END IF;
+
+	-- First contact of a named group with a queue: decide and store where it starts.
+	IF NOT v_met THEN
+		INSERT INTO queen_subscriptions (group_name, queue_id, mode, start_at)
+		SELECT v_group, u.qid,
+		       CASE WHEN p_sub_from IS NOT NULL THEN 'timestamp'
+			    WHEN p_sub_mode = 'all' THEN 'all' ELSE 'new' END,
+		       CASE WHEN p_sub_from IS NOT NULL THEN p_sub_from
+			    WHEN p_sub_mode = 'all' THEN NULL ELSE now() END
+		FROM unnest(v_queues) AS u (qid)
+		WHERE NOT EXISTS (SELECT 1 FROM queen_subscriptions s
+				  WHERE s.group_name = v_group AND s.queue_id = u.qid)
+		ON CONFLICT DO NOTHING;
+	END IF;
+
+	-- Candidate partitions, in the order they are to be tried: the broker's list (the
+	-- claim below keeps those of the queues and partition asked for), else every
+	-- partition holding data, least recently served cursor first.
+	IF p_candidates IS NOT NULL THEN
+		v_cand := p_candidates;
+	ELSE
+		SELECT array_agg(p.id ORDER BY c.updated_at NULLS FIRST, p.id),
+		       count(*) FILTER (WHERE c.partition_id IS NULL)
+		INTO v_cand, v_missing
+		FROM queen_partitions p
+		LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
+		WHERE p.queue_id = ANY (v_queues)
+		  AND (p_partition IS NULL OR p.name = p_partition)
+		  AND p.next_offset > p.log_start
+		  AND (c.partition_id IS NULL
+		       OR (p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+			   AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())));
+	END IF;
+	IF v_cand IS NULL THEN
+		RETURN;
+	END IF;
+
+	-- Claim, in candidate order, among the candidates the group has a cursor on; the lease
+	-- condition is rechecked on the locked row version (EvalPlanQual).  Candidates the group
+	-- has never read get their cursor first, at the group's start, but only as many as the
+	-- pop may claim: concurrent pops are handed overlapping candidate lists, and a cursor
+	-- row inserted for a partition another pop inserts too makes each wait for the other's
+	-- commit (ON CONFLICT).  When the claim comes up short and more candidates lack a
+	-- cursor, those get theirs and the claim runs once more.
+	v_claim := '{}';
+	FOR v_round IN 1 .. 2 LOOP
+		IF v_missing > 0 THEN
+			INSERT INTO queen_cursors (partition_id, group_name, committed)
+			SELECT n.id, v_group, n.start
+			FROM (SELECT p.id,
+				     queen_cursor_start(p.id, p.log_start, p.next_offset,
+							p.created_at, p.last_created_at,
+							s.start_at) AS start
+			      FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
+			      JOIN queen_partitions p ON p.id = u.pid
+			      LEFT JOIN queen_subscriptions s ON s.group_name = v_group
+				AND s.queue_id = p.queue_id
+			      WHERE p.queue_id = ANY (v_queues)
+				AND (p_partition IS NULL OR p.name = p_partition)
+				AND (v_qmode OR s.group_name IS NOT NULL)
+				AND NOT EXISTS (SELECT 1 FROM queen_cursors c
+						WHERE c.partition_id = p.id
+						  AND c.group_name = v_group)
+			      ORDER BY u.o
+			      LIMIT CASE WHEN v_round = 1 THEN v_width END) n
+			ORDER BY n.id
+			ON CONFLICT DO NOTHING;
+		END IF;
+
+		SELECT v_claim || coalesce(array_agg(x.pid ORDER BY x.o), '{}') INTO v_claim FROM (
+			SELECT c.partition_id AS pid, u.o
+			FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
+			JOIN queen_partitions p ON p.id = u.pid
+			JOIN queen_queues q ON q.id = p.queue_id
+			JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+			WHERE p.queue_id = ANY (v_queues)
+			  AND (p_partition IS NULL OR p.name = p_partition)
+			  AND u.pid <> ALL (v_claim)
+			  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+			  AND (q.window_buffer <= 0
+			       OR p.last_created_at <= now() - make_interval(
+					secs => q.window_buffer))
+			  AND (q.delayed_processing <= 0 OR EXISTS (
+				SELECT 1 FROM queen_segments s
+				WHERE s.partition_id = p.id
+				  AND s.base_offset <= greatest(c.committed, p.log_start - 1) + 1
+				  AND s.base_offset > greatest(c.committed, p.log_start - 1) + 1 - 1000
+				  AND s.end_offset >= greatest(c.committed, p.log_start - 1) + 1
+				  AND s.created_at <= now() - make_interval(
+					secs => q.delayed_processing)))
+			ORDER BY u.o
+			LIMIT v_width - cardinality(v_claim)
+			FOR UPDATE OF c SKIP LOCKED
+		) x;
+		EXIT WHEN cardinality(v_claim) >= v_width OR v_missing <= v_width;
+	END LOOP;
+	IF cardinality(v_claim) = 0 THEN
+		RETURN;
+	END IF;
+
+	RETURN QUERY
+	WITH cl AS (
+		SELECT u.o, p.id AS pid, p.name AS pname, q.name AS qname,
+		       p.next_offset - 1 AS lend,
+		       greatest(c.committed, p.log_start - 1) AS base,
+		       CASE WHEN q.delayed_processing <= 0
+				 OR p.last_created_at <= now() - make_interval(
+					secs => q.delayed_processing)
+			    THEN p.next_offset - 1
+			    ELSE coalesce(queen_offset_at(p.id,
+					now() - make_interval(secs => q.delayed_processing), true),
+					p.next_offset) - 1
+		       END AS vend,
+		       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs
+		FROM unnest(v_claim) WITH ORDINALITY AS u (pid, o)
+		JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+		JOIN queen_partitions p ON p.id = u.pid
+		JOIN queen_queues q ON q.id = p.queue_id
+	), qt AS (
+		-- sum() of bigint is numeric: cast back, or every offset computed from take is
+		-- numeric and the segment probe below loses its index bound.
+		SELECT cl.*,
+		       least(greatest(cl.vend - cl.base, 0),
+			     greatest(v_batch - coalesce(sum(greatest(cl.vend - cl.base, 0)) OVER (
+				ORDER BY cl.o ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)::bigint,
+				0), 0))
+			AS take
+		FROM cl
+	), upd AS (
+		UPDATE queen_cursors c SET
+			committed = CASE WHEN v_auto THEN qt.base + qt.take ELSE c.committed END,
+			lease_id = CASE WHEN v_auto THEN NULL ELSE v_lease END,
+			lease_expires_at = CASE WHEN v_auto THEN NULL
+					   ELSE now() + make_interval(secs => qt.secs) END,
+			batch_end = CASE WHEN v_auto THEN NULL ELSE qt.base + qt.take END,
+			retry_count = CASE WHEN v_auto THEN 0 ELSE c.retry_count END,
+			attempt_base = qt.base + 1,
+			attempt_count = CASE WHEN c.attempt_base = qt.base + 1
+					THEN c.attempt_count + 1 ELSE 1 END,
+			updated_at = now()
+		FROM qt
+		WHERE qt.take > 0 AND c.partition_id = qt.pid AND c.group_name = v_group
+		RETURNING c.partition_id AS pid, c.committed AS cmt, c.attempt_count AS att,
+			  c.lease_expires_at AS lexp
+	)
+	-- The messages: set-returning functions in the select list run in lockstep and stream
+	-- (ProjectSet), where a function in FROM would fill a tuple store per segment.
+	SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
+	       z.created_at, z.att, z.cmt, z.lend, z.lexp
+	FROM (SELECT qt.o, qt.pid, qt.pname, qt.qname, s.base_offset + r.lo - 1 AS first,
+		     s.created_at, upd.att, upd.cmt, qt.lend, upd.lexp,
+		     generate_series(0, r.hi - r.lo) AS k,
+		     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
+		     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
+		     unnest(s.payloads[r.lo:r.hi]) AS payload
+	      FROM qt
+	      JOIN upd ON upd.pid = qt.pid
+	      JOIN queen_segments s ON s.partition_id = qt.pid
+		AND s.base_offset <= qt.base + qt.take
+		AND s.base_offset >= coalesce((SELECT max(s0.base_offset) FROM queen_segments s0
+					       WHERE s0.partition_id = qt.pid
+						 AND s0.base_offset <= qt.base + 1),
+					      qt.base + 1 - 999)
+		AND s.end_offset > qt.base
+	      CROSS JOIN LATERAL (SELECT greatest(qt.base + 1 - s.base_offset + 1, 1) AS lo,
+					 least(qt.base + qt.take, s.end_offset) - s.base_offset + 1
+					 AS hi) r
+	      WHERE qt.take > 0) z
+	ORDER BY z.o, 4;
+END
+$$;
+
+-- Lease extend (SPEC.md 7): every live lease held by p_lease, expiry never shortened, expired
+-- leases not revived.  Rows are locked in (partition, group) order, as ack does.
+CREATE FUNCTION queen_extend(p_lease uuid, p_seconds int)
+RETURNS TABLE (renewed int, expires_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+	PERFORM 1 FROM queen_cursors c
+	WHERE c.lease_id = p_lease AND c.lease_expires_at > now()
+	ORDER BY c.partition_id, c.group_name
+	FOR UPDATE;
+
+	RETURN QUERY
+	WITH u AS (
+		UPDATE queen_cursors c
+		SET lease_expires_at = greatest(c.lease_expires_at,
+					       now() + make_interval(secs => coalesce(p_seconds, 60))),
+		    updated_at = now()
+		WHERE c.lease_id = p_lease AND c.lease_expires_at > now()
+		RETURNING c.lease_expires_at
+	)
+	SELECT count(*)::int, min(u.lease_expires_at) FROM u;
+END
+$$;

@@ -1,0 +1,362 @@
+-- push.sql: name resolution and the push (SPEC.md 4), and the spool's replay of it.
+
+-- Fill the NULL elements of p_pid from (queue, partition) names, creating queues (lease_time
+-- 60, labels from the name) and partitions that do not exist.  Creation goes in name order
+-- and ON CONFLICT DO NOTHING, so concurrent creators neither fail nor deadlock; the reselect
+-- is a new statement and sees the winner's rows.
+CREATE FUNCTION queen_resolve_partitions(p_pid uuid[], p_queue text[], p_partition text[])
+RETURNS uuid[]
+LANGUAGE plpgsql AS $$
+DECLARE
+	v uuid[];
+BEGIN
+	IF EXISTS (SELECT 1 FROM unnest(p_pid, p_queue) AS u (pid, q)
+		   WHERE u.pid IS NULL AND u.q IS NULL) THEN
+		RAISE EXCEPTION 'queen_push: unknown partition id and no queue name'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	-- Each statement resolves the names once each, as plain C-collated columns of a
+	-- materialized CTE: then a join on them is an index condition on (queue_id, name),
+	-- whatever the planner believes about the table's size.
+	WITH w AS MATERIALIZED (
+		SELECT DISTINCT u.qn COLLATE "C" AS qn
+		FROM unnest(p_pid, p_queue) AS u (pid, qn) WHERE u.pid IS NULL)
+	INSERT INTO queen_queues (name, namespace, task, lease_time)
+	SELECT w.qn, queen_name_namespace(w.qn), queen_name_task(w.qn), 60
+	FROM w
+	WHERE NOT EXISTS (SELECT 1 FROM queen_queues x WHERE x.name = w.qn)
+	ORDER BY 1
+	ON CONFLICT (name) DO NOTHING;
+
+	WITH w AS MATERIALIZED (
+		SELECT DISTINCT u.qn COLLATE "C" AS qn, coalesce(u.pn, 'Default') COLLATE "C" AS pn
+		FROM unnest(p_pid, p_queue, p_partition) AS u (pid, qn, pn) WHERE u.pid IS NULL)
+	INSERT INTO queen_partitions (queue_id, name)
+	SELECT q.id, w.pn
+	FROM w JOIN queen_queues q ON q.name = w.qn
+	WHERE NOT EXISTS (SELECT 1 FROM queen_partitions x WHERE x.queue_id = q.id AND x.name = w.pn)
+	ORDER BY 1, 2
+	ON CONFLICT (queue_id, name) DO NOTHING;
+
+	WITH w AS MATERIALIZED (
+		SELECT DISTINCT u.qn COLLATE "C" AS qn, coalesce(u.pn, 'Default') COLLATE "C" AS pn
+		FROM unnest(p_pid, p_queue, p_partition) AS u (pid, qn, pn) WHERE u.pid IS NULL),
+	r AS MATERIALIZED (
+		SELECT w.qn, w.pn, p.id
+		FROM w JOIN queen_queues q ON q.name = w.qn
+		JOIN queen_partitions p ON p.queue_id = q.id AND p.name = w.pn)
+	SELECT array_agg(coalesce(u.pid, r.id) ORDER BY u.o) INTO v
+	FROM unnest(p_pid, p_queue, p_partition) WITH ORDINALITY AS u (pid, qn, pn, o)
+	LEFT JOIN r ON u.pid IS NULL AND r.qn = u.qn AND r.pn = coalesce(u.pn, 'Default');
+	RETURN v;
+END
+$$;
+
+-- Push (SPEC.md 4).  One row per input item.
+--
+-- The partition row locks are held until commit and every push to those partitions waits
+-- for them, so the locked part is one statement: lay the items out as segments (one per
+-- partition, in input order; a call is cut into passes of 1000 items), lock the partitions
+-- (id order; FOR UPDATE reads their newest next_offset), insert the segments, advance the
+-- partitions, notify, answer.
+-- Before it: name resolution (creating queues and partitions).  With transactionIds, also
+-- before it: dedup keys and in-call repeats; then the partitions are locked first and the
+-- keys claimed in queen_dedup.  A key found live in its window makes its item a duplicate
+-- (slow path: only a replayed or retried push).
+CREATE FUNCTION queen_push(p_pid uuid[], p_queue text[], p_partition text[], p_id uuid[],
+			   p_txn text[], p_trace text[], p_payload text[], p_sub text[])
+RETURNS TABLE (idx int, status text, message_id uuid, queue_id uuid, partition_id uuid,
+	       off bigint, log_end bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+	v_n int := coalesce(cardinality(p_id), 0);
+	v_pid uuid[] := p_pid;
+	v_keys bool := p_txn IS NOT NULL AND array_remove(p_txn, NULL) <> '{}';
+	-- per item, input order
+	v_key text[];		-- dedup key (NULL: none, or the queue's window is 0)
+	v_first int[];		-- 1-based index of the first item with its key (repeats)
+	v_skip bool[];		-- not written: in-call repeat or committed duplicate
+	v_dmid uuid[];		-- id of the committed message it duplicates
+	v_doff bigint[];
+	v_nkeys int;
+	v_acc int;
+	v_try int := 0;
+	-- NOTIFY serializes the commits of every notifying transaction (a database-wide lock
+	-- held through commit).  A broker that wakes the others itself, after commit and from
+	-- another connection, sets queen.push_notify = off on its push connections.
+	v_notify bool := coalesce(current_setting('queen.push_notify', true), '') <> 'off';
+BEGIN
+	IF v_n = 0 THEN
+		RETURN;
+	END IF;
+	IF v_n > 1000 THEN
+		-- At most 1000 items a pass, so a pass writes one segment per partition.  The
+		-- passes run in order in this transaction: offsets stay dense and in input
+		-- order, and a repeat of a key claimed by an earlier pass is its duplicate.
+		FOR v_try IN 0 .. (v_n - 1) / 1000 LOOP
+			RETURN QUERY
+			SELECT r.idx + v_try * 1000, r.status, r.message_id, r.queue_id,
+			       r.partition_id, r.off, r.log_end
+			FROM queen_push(p_pid[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_queue[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_partition[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_id[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_txn[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_trace[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_payload[v_try * 1000 + 1 : v_try * 1000 + 1000],
+					p_sub[v_try * 1000 + 1 : v_try * 1000 + 1000]) r;
+		END LOOP;
+		RETURN;
+	END IF;
+	IF v_pid IS NULL THEN
+		v_pid := array_fill(NULL::uuid, ARRAY[v_n]);
+	END IF;
+	IF array_position(v_pid, NULL) IS NOT NULL THEN
+		v_pid := queen_resolve_partitions(v_pid, p_queue, p_partition);
+	END IF;
+
+	IF v_keys THEN
+		-- Dedup keys where the queue's window is on; the first item with a key wins
+		-- over its in-call repeats.
+		SELECT array_agg(k.key ORDER BY k.o),
+		       array_agg(CASE WHEN k.fi <> k.o THEN k.fi::int END ORDER BY k.o),
+		       array_agg(k.fi <> k.o ORDER BY k.o)
+		INTO v_key, v_first, v_skip
+		FROM (SELECT u.o, x.key,
+			     CASE WHEN x.key IS NULL THEN u.o ELSE first_value(u.o) OVER (
+				PARTITION BY u.pid, x.key ORDER BY u.o) END AS fi
+		      FROM unnest(v_pid, p_txn) WITH ORDINALITY AS u (pid, txn, o)
+		      LEFT JOIN queen_partitions p ON p.id = u.pid
+		      LEFT JOIN queen_queues q ON q.id = p.queue_id
+		      CROSS JOIN LATERAL (SELECT CASE WHEN u.txn IS NOT NULL
+					AND q.dedup_window_seconds > 0
+					THEN queen_txn_key(u.txn) END AS key) x) k;
+	END IF;
+
+	IF array_remove(v_key, NULL) <> '{}' THEN
+		-- Lock, then claim the keys.  ON CONFLICT sees the newest committed rows
+		-- whatever the snapshot: a key live within its window is not claimed (its item
+		-- is a duplicate), an expired one is taken over.  Offsets assume no committed
+		-- duplicate; the slow path below corrects them.
+		PERFORM 1 FROM (SELECT p.id FROM queen_partitions p WHERE p.id = ANY (v_pid)
+				ORDER BY p.id FOR UPDATE) l;
+		WITH r AS (
+			SELECT u.pid, u.mid, u.key,
+			       row_number() OVER (PARTITION BY u.pid ORDER BY u.o) - 1 AS rel
+			FROM unnest(v_pid, p_id, v_key, v_skip) WITH ORDINALITY
+				AS u (pid, mid, key, skip, o)
+			WHERE NOT u.skip
+		), ins AS (
+			INSERT INTO queen_dedup AS d (partition_id, txn_id, message_id, off,
+						      created_at)
+			SELECT r.pid, r.key, r.mid, p.next_offset + r.rel, now()
+			FROM r JOIN queen_partitions p ON p.id = r.pid
+			WHERE r.key IS NOT NULL
+			ON CONFLICT (partition_id, txn_id) DO UPDATE
+			SET message_id = excluded.message_id, off = excluded.off,
+			    created_at = excluded.created_at
+			WHERE d.created_at <= now() - (
+				SELECT make_interval(secs => q.dedup_window_seconds)
+				FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+				WHERE p.id = d.partition_id)
+			RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM ins),
+		       (SELECT count(*) FROM r JOIN queen_partitions p ON p.id = r.pid
+			WHERE r.key IS NOT NULL)
+		INTO v_acc, v_nkeys;
+
+		IF v_acc < v_nkeys THEN
+			-- Slow path: some keys are live.  Their rows were left alone: mark those
+			-- items, then correct the offsets of the rows claimed.
+			SELECT array_agg(CASE WHEN d.message_id <> u.mid THEN d.message_id END
+					 ORDER BY u.o),
+			       array_agg(CASE WHEN d.message_id <> u.mid THEN d.off END ORDER BY u.o),
+			       array_agg(u.skip OR coalesce(d.message_id <> u.mid, false)
+					 ORDER BY u.o)
+			INTO v_dmid, v_doff, v_skip
+			FROM unnest(v_pid, p_id, v_key, v_skip) WITH ORDINALITY
+				AS u (pid, mid, key, skip, o)
+			LEFT JOIN queen_dedup d ON NOT u.skip AND d.partition_id = u.pid
+				AND d.txn_id = u.key;
+			UPDATE queen_dedup d SET off = r.off
+			FROM (SELECT u.pid, u.mid, u.key, p.next_offset + row_number() OVER (
+					PARTITION BY u.pid ORDER BY u.o) - 1 AS off
+			      FROM unnest(v_pid, p_id, v_key, v_skip) WITH ORDINALITY
+					AS u (pid, mid, key, skip, o)
+			      JOIN queen_partitions p ON p.id = u.pid
+			      WHERE NOT u.skip) r
+			WHERE r.key IS NOT NULL AND d.partition_id = r.pid AND d.txn_id = r.key
+			  AND d.message_id = r.mid AND d.off <> r.off;
+		END IF;
+	END IF;
+
+	RETURN QUERY
+	WITH g AS MATERIALIZED (
+		-- One segment per partition (a call holds at most 1000 items): one pass over
+		-- the items sorted by (partition, input order), every array aggregated in that
+		-- same order.
+		SELECT s.pid, count(*)::int AS n, array_agg(s.o) AS idx, array_agg(s.mid) AS ids,
+		       array_agg(coalesce(s.txn, s.mid::text)) AS txns,
+		       array_agg(s.trace) AS traces, bool_or(s.trace IS NOT NULL) AS has_trace,
+		       array_agg(s.payload) AS pays,
+		       array_agg(s.sub) AS subs, bool_or(s.sub IS NOT NULL) AS has_sub
+		FROM (SELECT u.pid, u.o::int AS o, u.mid, u.txn, u.trace, u.payload, u.sub
+		      FROM unnest(v_pid, p_id, p_txn, p_trace, p_payload, p_sub, v_skip)
+			WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, skip, o)
+		      WHERE u.skip IS NOT TRUE
+		      ORDER BY u.pid, u.o) s
+		GROUP BY s.pid
+	), l AS MATERIALIZED (
+		-- The count(*) over g is an init plan run before the first row is locked: the
+		-- segments are laid out before the locks are taken, not while they are held.
+		SELECT p.id, p.next_offset AS base, p.queue_id AS qid,
+		       greatest(clock_timestamp(), p.last_created_at) AS ts
+		FROM queen_partitions p
+		WHERE p.id = ANY (v_pid) AND (SELECT count(*) FROM g) >= 0
+		ORDER BY p.id
+		FOR UPDATE
+	), b AS MATERIALIZED (
+		SELECT l.id AS pid, l.base, l.ts, l.qid, coalesce(g.n, 0) AS n, g.idx, g.ids,
+		       g.txns, CASE WHEN g.has_trace THEN g.traces END AS traces, g.pays,
+		       CASE WHEN g.has_sub THEN g.subs END AS subs
+		FROM l LEFT JOIN g ON g.pid = l.id
+	), seg AS (
+		INSERT INTO queen_segments (partition_id, base_offset, end_offset, created_at,
+					    ids, txn_ids, trace_ids, payloads, producer_subs)
+		SELECT b.pid, b.base, b.base + b.n - 1, b.ts, b.ids, b.txns, b.traces, b.pays,
+		       b.subs
+		FROM b WHERE b.n > 0
+	), up AS (
+		UPDATE queen_partitions p
+		SET next_offset = b.base + b.n, last_created_at = b.ts
+		FROM b WHERE p.id = b.pid AND b.n > 0
+	), nt AS (
+		SELECT pg_notify('queen_push', CASE WHEN length(x.s) > 7000 THEN '*' ELSE x.s END)
+		FROM (SELECT string_agg(b.pid::text || ':' || (b.base + b.n - 1)::text, ',') AS s
+		      FROM b WHERE b.n > 0) x
+		WHERE x.s IS NOT NULL AND v_notify
+	)
+	SELECT b.idx[i] - 1, 'queued'::text, b.ids[i], b.qid, b.pid, b.base + i - 1,
+	       b.base + b.n - 1
+	FROM b
+	CROSS JOIN LATERAL generate_series(1, b.n) AS i
+	LEFT JOIN nt ON true;
+	GET DIAGNOSTICS v_acc = ROW_COUNT;
+
+	IF v_skip IS NOT NULL AND array_position(v_skip, true) IS NOT NULL THEN
+		-- Duplicates: a committed one answers its original, an in-call repeat its
+		-- first.  The partitions are locked and written: log end = next_offset - 1.
+		RETURN QUERY
+		WITH u AS (
+			SELECT x.o::int AS o, x.pid, x.mid, x.skip, x.fi, x.dmid, x.doff
+			FROM unnest(v_pid, p_id, v_skip, v_first, v_dmid, v_doff) WITH ORDINALITY
+				AS x (pid, mid, skip, fi, dmid, doff, o)
+		), w AS (
+			SELECT u.o, u.pid, u.mid,
+			       row_number() OVER (PARTITION BY u.pid ORDER BY u.o) AS r,
+			       count(*) OVER (PARTITION BY u.pid) AS n
+			FROM u WHERE NOT u.skip
+		)
+		SELECT u.o - 1, 'duplicate'::text, coalesce(u.dmid, f.dmid, fw.mid), p.queue_id,
+		       u.pid, coalesce(u.doff, f.doff, p.next_offset - fw.n + fw.r - 1),
+		       p.next_offset - 1
+		FROM u
+		JOIN queen_partitions p ON p.id = u.pid
+		LEFT JOIN u f ON f.o = u.fi
+		LEFT JOIN w fw ON fw.o = u.fi
+		WHERE u.skip;
+		GET DIAGNOSTICS v_try = ROW_COUNT;
+		v_acc := v_acc + v_try;
+	END IF;
+	IF v_acc = v_n THEN
+		RETURN;
+	END IF;
+
+	-- Some partition ids the broker knew are gone (their queue was deleted): push those
+	-- items again, resolved by name.  Rare; the locks taken so far are kept.
+	RETURN QUERY
+	SELECT m.o[r.idx + 1] - 1, r.status, r.message_id, r.queue_id, r.partition_id, r.off,
+	       r.log_end
+	FROM (SELECT array_agg(x.o::int ORDER BY x.o) AS o
+	      FROM unnest(v_pid) WITH ORDINALITY AS x (pid, o)
+	      WHERE NOT EXISTS (SELECT 1 FROM queen_partitions p WHERE p.id = x.pid)) m
+	CROSS JOIN LATERAL queen_push(
+		array_fill(NULL::uuid, ARRAY[cardinality(m.o)]),
+		ARRAY(SELECT p_queue[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_partition[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_id[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_txn[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_trace[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_payload[k] FROM unnest(m.o) k),
+		ARRAY(SELECT p_sub[k] FROM unnest(m.o) k)) r
+	WHERE m.o IS NOT NULL;
+END
+$$;
+
+-- 008_spool.sql: replay of spooled pushes (SPEC.md 15; the spool itself is src/spool.c).
+--
+-- A push buffered while PostgreSQL was unreachable keeps the message id it was answered with,
+-- and its replay carries a dedup key: its transactionId, or else its message id.  A replay
+-- can run twice (the broker crashed after the commit, before it removed the spool file), and
+-- a buffered push may even have been stored already (the commit went through but its answer
+-- was lost with the connection).  queen_push cannot tell such a repeat: it tells a live key
+-- from one it claims itself by the message id, and a repeat has the same one.  So a replay
+-- first answers "duplicate" for every item whose key is already held by its own message id,
+-- whatever the age of the key, and pushes only the rest through queen_push (dedup against
+-- other messages as usual).  One call, one round trip, the same rows as queen_push.
+--
+-- Reads only: nothing here locks.  It is safe because one spool has one drainer (the broker
+-- holds a lock on FILE_BUFFER_DIR) and message ids are unique: no one else can make a key
+-- held by one of these ids appear meanwhile.
+
+CREATE FUNCTION queen_spool_push(p_pid uuid[], p_queue text[], p_partition text[],
+				 p_id uuid[], p_txn text[], p_trace text[], p_payload text[],
+				 p_sub text[])
+RETURNS TABLE (idx int, status text, message_id uuid, queue_id uuid, partition_id uuid,
+	       off bigint, log_end bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+	v_rest int[];		-- 1-based input indexes still to push
+BEGIN
+	RETURN QUERY
+	SELECT (u.o - 1)::int, 'duplicate'::text, u.mid, p.queue_id, p.id, d.off,
+	       p.next_offset - 1
+	FROM unnest(p_queue, p_partition, p_id, p_txn) WITH ORDINALITY AS u (q, pn, mid, txn, o)
+	JOIN queen_queues q ON q.name = u.q
+	JOIN queen_partitions p ON p.queue_id = q.id AND p.name = u.pn
+	JOIN queen_dedup d ON d.partition_id = p.id AND d.txn_id = queen_txn_key(u.txn)
+			  AND d.message_id = u.mid
+	WHERE u.txn IS NOT NULL;
+
+	SELECT array_agg(u.o::int ORDER BY u.o) INTO v_rest
+	FROM unnest(p_queue, p_partition, p_id, p_txn) WITH ORDINALITY AS u (q, pn, mid, txn, o)
+	WHERE u.txn IS NULL OR NOT EXISTS (
+		SELECT 1 FROM queen_queues q
+		JOIN queen_partitions p ON p.queue_id = q.id AND p.name = u.pn
+		JOIN queen_dedup d ON d.partition_id = p.id AND d.txn_id = queen_txn_key(u.txn)
+				  AND d.message_id = u.mid
+		WHERE q.name = u.q);
+	IF v_rest IS NULL THEN
+		RETURN;
+	END IF;
+	IF cardinality(v_rest) = cardinality(p_id) THEN
+		RETURN QUERY SELECT * FROM queen_push(p_pid, p_queue, p_partition, p_id, p_txn,
+						      p_trace, p_payload, p_sub);
+		RETURN;
+	END IF;
+	RETURN QUERY
+	SELECT v_rest[r.idx + 1] - 1, r.status, r.message_id, r.queue_id, r.partition_id, r.off,
+	       r.log_end
+	FROM queen_push(ARRAY(SELECT p_pid[k] FROM unnest(v_rest) k),
+			ARRAY(SELECT p_queue[k] FROM unnest(v_rest) k),
+			ARRAY(SELECT p_partition[k] FROM unnest(v_rest) k),
+			ARRAY(SELECT p_id[k] FROM unnest(v_rest) k),
+			ARRAY(SELECT p_txn[k] FROM unnest(v_rest) k),
+			ARRAY(SELECT p_trace[k] FROM unnest(v_rest) k),
+			ARRAY(SELECT p_payload[k] FROM unnest(v_rest) k),
+			ARRAY(SELECT p_sub[k] FROM unnest(v_rest) k)) r;
+END
+$$;
