@@ -7,6 +7,7 @@
  * down, not a refused statement), or while the spool is not empty, the items go to the
  * on-disk spool instead and answer "buffered" (spool.c). */
 #include "h_push.h"
+#include "conf.h"
 #include "dbpool.h"
 #include "http.h"
 #include "jscan.h"
@@ -193,6 +194,10 @@ scan_items(struct req *r, struct jscan *s, struct push_job *j)
 	while ((rc = js_next(s, ']', &first, NULL, 0, NULL)) == 1) {
 		enum qe e;
 
+		if (j->n == (size_t)qconf.max_push_items) {
+			req_err_field(r, "limit", json_integer(qconf.max_push_items));
+			return req_fail(r, QE_TOO_LARGE, "too many items");
+		}
 		if (j->n == cap) {
 			cap *= 2;
 			j->items = realloc(j->items, cap * sizeof(*j->items));
@@ -283,19 +288,17 @@ build_params(struct push_item *const *items, size_t n, int keyed, struct strbuf 
 		sb_addc(&sb[k], '}');
 }
 
-/* Learns the partitions the push touched and wakes the parked pops of each queue once. */
+/* Learns the partitions the push touched and wakes the parked pops of every queue once. */
 static void
 note_result(PGresult *res, struct push_item *const *items, size_t n)
 {
-	const char *woken[64];
-	int nwoken = 0;
+	struct lp_wakes wakes = LP_WAKES_INIT;
 	uint64_t queued = 0, dup = 0;
 
 	for (int row = 0; row < PQntuples(res); row++) {
 		long g = atol(PQgetvalue(res, row, 0));
 		struct push_item *it = g >= 0 && (size_t)g < n ? items[g] : NULL;
 		const char *status = PQgetvalue(res, row, 1);
-		int seen = 0;
 
 		QASSERT(it != NULL);
 		it->status = strcmp(status, "queued") == 0 ? "queued" : "duplicate";
@@ -307,17 +310,12 @@ note_result(PGresult *res, struct push_item *const *items, size_t n)
 			dup++;
 		pidx_pushed(PQgetvalue(res, row, 3), it->queue, PQgetvalue(res, row, 4),
 			   it->partition, atoll(PQgetvalue(res, row, 6)));
-		if (it->status[0] != 'q')
-			continue;
-		for (int k = 0; k < nwoken && !seen; k++)
-			seen = strcmp(woken[k], it->queue) == 0;
-		if (!seen && nwoken < (int)ARRAY_LEN(woken))
-			woken[nwoken++] = it->queue;
+		if (it->status[0] == 'q')
+			lp_wakes_add(&wakes, it->queue, 1);
 	}
 	metrics_pushed(queued, dup);
 	metrics_push_commit();
-	for (int k = 0; k < nwoken; k++)
-		lp_wake_queue(woken[k], PQntuples(res));
+	lp_wakes_fire(&wakes);
 }
 
 enum qe

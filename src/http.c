@@ -25,6 +25,8 @@ enum { ST_NEW, ST_BODY, ST_RUNNING, ST_DONE };
 
 static struct MHD_Daemon *http_daemon;
 static _Atomic uint64_t http_next_id;
+/* Bytes of request bodies held by all requests together (QUEEN_MAX_INFLIGHT_BYTES). */
+static _Atomic int64_t http_inflight;
 
 uint64_t
 now_us(void)
@@ -83,6 +85,7 @@ req_free(struct req *r)
 		free(r->hdr_names[i]);
 		free(r->hdr_vals[i]);
 	}
+	atomic_fetch_sub(&http_inflight, (int64_t)r->body_held);
 	sb_free(&r->body);
 	json_decref(r->json);
 	json_decref(r->err_extra);
@@ -107,6 +110,15 @@ req_query_set(const struct req *r, const char *key)
 	const char *v = req_query(r, key);
 
 	return v && *v ? v : NULL;
+}
+
+int
+req_socket(const struct req *r)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return ci ? (int)ci->connect_fd : -1;
 }
 
 const char *
@@ -251,6 +263,21 @@ reply_now(struct req *r, enum qe e)
 	return queue_reply(r);
 }
 
+/* Refuses a body while it arrives (a chunked body past the limit, or the memory of all
+ * bodies in flight). libmicrohttpd takes no response while a body is being received, so the
+ * rest of it is dropped unread-into-memory as it comes, and the answer goes out when it ends;
+ * a client that keeps sending more than another QUEEN_MAX_BODY_BYTES is disconnected. */
+static enum MHD_Result
+refuse_body(struct req *r, enum qe e)
+{
+	render_error(r, e);
+	r->state = ST_DONE;
+	atomic_fetch_sub(&http_inflight, (int64_t)r->body_held);
+	r->body_held = 0;
+	sb_free(&r->body);
+	return MHD_YES;
+}
+
 static enum MHD_Result
 collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
@@ -284,6 +311,9 @@ start_request(struct req *r)
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoll(cl, NULL, 10) > qconf.max_body_bytes)
 		return reply_now(r, QE_TOO_LARGE);
+	if (cl && strtoll(cl, NULL, 10) > qconf.max_inflight_bytes - atomic_load(&http_inflight))
+		return reply_now(r, req_fail(r, QE_BUSY, "too much request data in flight, "
+					     "retry later"));
 	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
 	r->state = ST_BODY;
 	return MHD_YES;
@@ -324,6 +354,20 @@ submit_request(struct req *r)
 	return MHD_YES;
 }
 
+/* Counts n more body bytes against QUEEN_MAX_INFLIGHT_BYTES; 0 when that would pass it. */
+static int
+hold_body(struct req *r, size_t n)
+{
+	int64_t was = atomic_fetch_add(&http_inflight, (int64_t)n);
+
+	if (was + (int64_t)n > qconf.max_inflight_bytes) {
+		atomic_fetch_sub(&http_inflight, (int64_t)n);
+		return 0;
+	}
+	r->body_held += n;
+	return 1;
+}
+
 static enum MHD_Result
 access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
 	  const char *version, const char *upload, size_t *upload_size, void **con_cls)
@@ -340,7 +384,12 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 		if (*upload_size) {
 			if (r->body.len + *upload_size > (size_t)qconf.max_body_bytes) {
 				*upload_size = 0;
-				return reply_now(r, QE_TOO_LARGE);
+				return refuse_body(r, QE_TOO_LARGE);
+			}
+			if (!hold_body(r, *upload_size)) {
+				*upload_size = 0;
+				return refuse_body(r, req_fail(r, QE_BUSY, "too much request data "
+							       "in flight, retry later"));
 			}
 			sb_add(&r->body, upload, *upload_size);
 			*upload_size = 0;
@@ -349,9 +398,10 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 		return submit_request(r);
 	case ST_DONE:
 		if (*upload_size) {
-			/* Rest of a body we already refused: drop it. */
+			/* Rest of a body we already refused: drop it, up to a bound. */
+			r->discarded += *upload_size;
 			*upload_size = 0;
-			return MHD_YES;
+			return r->discarded > (size_t)qconf.max_body_bytes ? MHD_NO : MHD_YES;
 		}
 		return queue_reply(r);
 	default:

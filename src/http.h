@@ -36,6 +36,8 @@ struct req {
 	char *qvals[REQ_MAX_QUERY];
 	int nquery;
 	struct strbuf body;
+	size_t body_held;		/* of it, counted in flight (QUEEN_MAX_INFLIGHT_BYTES) */
+	size_t discarded;		/* body bytes dropped after a refusal */
 	json_t *json;			/* parsed body, or NULL when the request had none */
 
 	void *job;			/* the handler's typed job, freed with job_free */
@@ -77,6 +79,8 @@ void http_finish(struct req *r, enum qe e);
 const char *req_query(const struct req *r, const char *key);
 /* Query string value, or NULL when absent or empty (an empty filter means no filter). */
 const char *req_query_set(const struct req *r, const char *key);
+/* The socket of the request's connection, or -1 (long-polls watch it for the peer leaving). */
+int req_socket(const struct req *r);
 /* Path parameter i (0-based), never NULL for a matched route. */
 const char *req_param(const struct req *r, int i);
 

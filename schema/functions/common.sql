@@ -28,10 +28,12 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
 		ELSE chr(1) || encode(sha256(convert_to(p, 'UTF8')), 'hex') END COLLATE "C"
 $$;
 
--- Labels of a queue created from its name: billing.invoice.v2 -> (billing, invoice).
+-- Labels of a queue created from its name: billing.invoice.v2 -> (billing, invoice); a
+-- name without a dot is its own namespace: orders -> (orders, '') (SPEC 21; src/names.c
+-- holds the same rule for the index).
 CREATE FUNCTION queen_name_namespace(p text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-	SELECT CASE WHEN strpos(p, '.') > 0 THEN split_part(p, '.', 1) ELSE '' END
+	SELECT split_part(p, '.', 1)
 $$;
 
 CREATE FUNCTION queen_name_task(p text) RETURNS text
