@@ -5,6 +5,7 @@
 #include "dbpool.h"
 #include "http.h"
 #include "jsonio.h"
+#include "names.h"
 #include "longpoll.h"
 #include "metrics.h"
 #include "pindex.h"
@@ -56,6 +57,7 @@ h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const cha
 {
 	char err[128];
 	json_t *t, *p, *s, *g, *l, *e;
+	const char *why;
 
 	if (!json_is_object(o))
 		return req_fail(r, QE_BAD_BODY, "%s[%zu] must be an object", list, i);
@@ -66,6 +68,9 @@ h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const cha
 	    jio_field(o, "leaseId", JIO_STRING, &l, err, sizeof(err)) < 0 ||
 	    jio_field(o, "error", JIO_STRING, &e, err, sizeof(err)) < 0)
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: %s", list, i, err);
+	if (g && json_string_length(g) &&
+	    (why = names_invalid(json_string_value(g), json_string_length(g))) != NULL)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: consumerGroup %s", list, i, why);
 	it->txn = t ? json_string_value(t) : NULL;
 	it->pid = p ? json_string_value(p) : NULL;
 	it->group = g && json_string_length(g) ? json_string_value(g) : group;
@@ -99,8 +104,13 @@ h_ack_prepare(struct req *r)
 		return req_fail(r, QE_BAD_BODY, "expected an object");
 	if (jio_field(r->json, "consumerGroup", JIO_STRING, &g, err, sizeof(err)) < 0)
 		return req_fail(r, QE_BAD_BODY, "%s", err);
-	if (g && json_string_length(g))
+	if (g && json_string_length(g)) {
+		const char *why = names_invalid(json_string_value(g), json_string_length(g));
+
+		if (why)
+			return req_fail(r, QE_BAD_BODY, "consumerGroup %s", why);
 		group = json_string_value(g);
+	}
 	arr = NULL;
 	if (batch) {
 		if (jio_field(r->json, "acknowledgments", JIO_ARRAY, &arr, err, sizeof(err)) < 0)

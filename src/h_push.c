@@ -15,6 +15,7 @@
 #include "log.h"
 #include "longpoll.h"
 #include "metrics.h"
+#include "names.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "spool.h"
@@ -50,15 +51,18 @@ static enum qe
 check_item(struct req *r, const char *list, size_t i, const struct push_item *it, size_t qlen,
 	   size_t plen, size_t tlen, size_t trlen)
 {
+	const char *why;
+
 	if (!it->queue || qlen == 0)
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: queue is required", list, i);
 	if (plen == 0)
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: partition must not be empty", list, i);
-	if (jio_has_ctl(it->queue) || jio_has_ctl(it->partition) ||
-	    (it->txn && jio_has_ctl(it->txn)) || strlen(it->queue) != qlen ||
-	    strlen(it->partition) != plen || (it->txn && strlen(it->txn) != tlen))
-		return req_fail(r, QE_BAD_BODY,
-				"%s[%zu]: control characters in queue, partition or transactionId",
+	if ((why = names_invalid(it->queue, qlen)) != NULL)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: queue %s", list, i, why);
+	if ((why = names_invalid(it->partition, plen)) != NULL)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: partition %s", list, i, why);
+	if (it->txn && (jio_has_ctl(it->txn) || strlen(it->txn) != tlen))
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: control characters in transactionId",
 				list, i);
 	if (it->txn && (tlen == 0 || tlen > TXN_MAX))
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: transactionId must be 1 to %d bytes", list,

@@ -6,8 +6,10 @@
  * one owner, and only that owner calls http_finish, exactly once. */
 #include "http.h"
 #include "conf.h"
+#include "jsonio.h"
 #include "log.h"
 #include "metrics.h"
+#include "names.h"
 #include "qassert.h"
 #include "router.h"
 #include "workers.h"
@@ -278,27 +280,80 @@ refuse_body(struct req *r, enum qe e)
 	return MHD_YES;
 }
 
+/* Query keys and values arrive as the client sent them (see no_unescape) and are decoded
+ * here, once. A value that is not valid UTF-8 (or holds a NUL) is refused for the whole
+ * request: PostgreSQL would refuse it later, as a 5xx. */
 static enum MHD_Result
 collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct req *r = cls;
+	size_t klen, vlen;
+	char *k, *v;
 
+	(void)kind;
 	if (r->nquery >= REQ_MAX_QUERY || !key)
 		return MHD_YES;
-	r->qkeys[r->nquery] = strdup(key);
-	r->qvals[r->nquery] = strdup(value ? value : "");
-	QASSERT(r->qkeys[r->nquery] && r->qvals[r->nquery]);
+	k = route_pct_decode(key, strlen(key), &klen);
+	v = route_pct_decode(value ? value : "", value ? strlen(value) : 0, &vlen);
+	if (!r->bad_input && (!names_utf8(k, klen) || !names_utf8(v, vlen))) {
+		r->bad_input = 1;
+		req_fail(r, QE_BAD_REQUEST, "query parameter %s must be valid UTF-8 without NUL",
+			 names_utf8(k, klen) ? k : "name");
+	} else if (!r->bad_input && vlen && names_is_name_field(k)) {
+		/* An empty filter means no filter; any other value is a name. */
+		const char *why = names_invalid(v, vlen);
+
+		if (why) {
+			r->bad_input = 1;
+			req_fail(r, QE_BAD_REQUEST, "%s %s", k, why);
+		}
+	}
+	r->qkeys[r->nquery] = k;
+	r->qvals[r->nquery] = v;
 	r->nquery++;
 	return MHD_YES;
+}
+
+/* libmicrohttpd decodes the path before the access handler sees it, which made every path
+ * parameter decoded twice (router.c decodes it too): "%2F" became a separator. Telling it to
+ * leave the URL alone leaves one decoding, the router's (and collect_query's). */
+static size_t
+no_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	(void)cls;
+	(void)c;
+	return strlen(s);
+}
+
+/* Path parameters must be valid UTF-8 without NUL, and those that hold names (":queue",
+ * ":group", ":partition") follow the rules of names.c. */
+static enum qe
+check_params(struct req *r, const size_t *plens)
+{
+	for (int i = 0; i < r->nparams; i++) {
+		char name[32];
+		const char *why;
+
+		route_param_name(r->route, i, name, sizeof(name));
+		if (!names_utf8(r->params[i], plens[i]))
+			return req_fail(r, QE_BAD_REQUEST, "%s must be valid UTF-8 without NUL",
+					name);
+		if (names_is_name_field(name) &&
+		    (why = names_invalid(r->params[i], plens[i])) != NULL)
+			return req_fail(r, QE_BAD_REQUEST, "%s %s", name, why);
+	}
+	return QE_OK;
 }
 
 static enum MHD_Result
 start_request(struct req *r)
 {
 	char allow[64];
+	size_t plens[REQ_MAX_PARAMS];
 	const char *cl;
+	enum qe e;
 
-	switch (route_match(r->method, r->path, &r->route, r->params, &r->nparams, allow,
+	switch (route_match(r->method, r->path, &r->route, r->params, plens, &r->nparams, allow,
 			    sizeof(allow))) {
 	case ROUTE_NO_PATH:
 		return reply_now(r, QE_NOT_FOUND);
@@ -308,13 +363,17 @@ start_request(struct req *r)
 	case ROUTE_FOUND:
 		break;
 	}
+	if ((e = check_params(r, plens)) != QE_OK)
+		return reply_now(r, e);
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
+	if (r->bad_input)
+		return reply_now(r, QE_BAD_REQUEST);
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoll(cl, NULL, 10) > qconf.max_body_bytes)
 		return reply_now(r, QE_TOO_LARGE);
 	if (cl && strtoll(cl, NULL, 10) > qconf.max_inflight_bytes - atomic_load(&http_inflight))
 		return reply_now(r, req_fail(r, QE_BUSY, "too much request data in flight, "
 					     "retry later"));
-	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
 	r->state = ST_BODY;
 	return MHD_YES;
 }
@@ -329,8 +388,9 @@ submit_request(struct req *r)
 	    r->body.len > 0) {
 		json_error_t jerr;
 
-		r->json = json_loadb(r->body.buf, r->body.len, JSON_DECODE_ANY | JSON_ALLOW_NUL,
-				     &jerr);
+		r->json = jio_load(r->body.buf, r->body.len, &jerr);
+		if (!r->json && jerr.line < 0)
+			return reply_now(r, req_fail(r, QE_BAD_BODY, "%s", jerr.text));
 		if (!r->json)
 			return reply_now(r, req_fail(r, QE_BAD_BODY, "%s at line %d column %d",
 						     jerr.text, jerr.line, jerr.column));
@@ -462,6 +522,7 @@ http_start(void)
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 		MHD_OPTION_THREAD_POOL_SIZE, threads,
 		MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL,
+		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)60000,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,

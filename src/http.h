@@ -38,6 +38,7 @@ struct req {
 	struct strbuf body;
 	size_t body_held;		/* of it, counted in flight (QUEEN_MAX_INFLIGHT_BYTES) */
 	size_t discarded;		/* body bytes dropped after a refusal */
+	int bad_input;			/* a query value was refused (err_msg says which) */
 	json_t *json;			/* parsed body, or NULL when the request had none */
 
 	void *job;			/* the handler's typed job, freed with job_free */

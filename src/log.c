@@ -57,6 +57,11 @@ log_msg(enum log_level lv, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	/* One event, one line: a control byte that came from a client (a raw byte in a path, a
+	 * name) or from PostgreSQL's error text must not start a forged line of its own. */
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now = ts.tv_sec;

@@ -88,6 +88,18 @@ names_invalid(const char *s, size_t len)
 	return NULL;
 }
 
+int
+names_is_name_field(const char *field)
+{
+	static const char *const fields[] = { "queue", "partition", "consumerGroup", "group",
+					      "namespace", "task" };
+
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (strcmp(field, fields[i]) == 0)
+			return 1;
+	return 0;
+}
+
 void
 names_labels(const char *queue, char *ns, size_t nslen, char *task, size_t tasklen)
 {

@@ -15,6 +15,9 @@
 /* NULL when the len bytes at s are a valid name, else why not ("must not be empty", ...),
  * to follow the field's name in a 400. */
 const char *names_invalid(const char *s, size_t len);
+/* 1 when a path parameter or query parameter of that name holds a name (queue, partition,
+ * consumerGroup, group, namespace, task): http.c applies names_invalid to each. */
+int names_is_name_field(const char *field);
 /* 1 when the len bytes at s are valid UTF-8 (no overlong forms, surrogates or code points
  * past U+10FFFF) without a NUL. */
 int names_utf8(const char *s, size_t len);
