@@ -604,7 +604,6 @@ static enum qe
 run_one(struct txn_job *j, struct wk *w)
 {
 	PGresult *res;
-	const char *msg;
 
 	switch (txn_exec(&j, 1, w, &res)) {
 	case TXN_COMMITTED:
@@ -614,9 +613,9 @@ run_one(struct txn_job *j, struct wk *w)
 		verdict_from_sql(j, res);
 		break;
 	case TXN_FAILED:
-		msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-		verdict(j, "db_error", xasprintf("database error: %s", msg ? msg : "unknown"),
-			NULL);
+		/* PostgreSQL's own text stays in the log (txn_exec wrote it, with the request
+		 * id): it may quote the client's data or the schema, and is no contract. */
+		verdict(j, "db_error", xasprintf("database error"), NULL);
 		break;
 	case TXN_DOWN:
 		return QE_DB;

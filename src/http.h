@@ -39,6 +39,7 @@ struct req {
 	size_t body_held;		/* of it, counted in flight (QUEEN_MAX_INFLIGHT_BYTES) */
 	size_t discarded;		/* body bytes dropped after a refusal */
 	int bad_input;			/* a query value was refused (err_msg says which) */
+	int deferred;			/* body not parsed yet: a worker does it first */
 	json_t *json;			/* parsed body, or NULL when the request had none */
 
 	void *job;			/* the handler's typed job, freed with job_free */
@@ -71,6 +72,13 @@ int http_start(void);
 void http_quiesce(void);
 /* Stops the daemon; every request must have been finished before. */
 void http_stop(void);
+
+/* Bodies larger than this are parsed by a worker, not by the HTTP thread. */
+#define HTTP_PARSE_INLINE_BYTES (256 * 1024)
+
+/* Worker thread: parses the body of a deferred request and runs its route's prepare step
+ * (what the HTTP thread does for small bodies). QE_OK, or the error to answer. */
+enum qe http_prepare_deferred(struct req *r);
 
 /* Hands a finished request back to its connection: renders the error when e != QE_OK,
  * then resumes the suspended connection. Called exactly once per submission. */
