@@ -3,6 +3,7 @@
  * function once per request and renders one element per item, in order. */
 #include "h_ack.h"
 #include "dbpool.h"
+#include "h_util.h"
 #include "http.h"
 #include "jsonio.h"
 #include "names.h"
@@ -99,6 +100,7 @@ h_ack_prepare(struct req *r)
 	struct ack_job *j;
 	char err[128];
 	size_t n;
+	enum qe e;
 
 	if (!json_is_object(r->json))
 		return req_fail(r, QE_BAD_BODY, "expected an object");
@@ -119,6 +121,8 @@ h_ack_prepare(struct req *r)
 			return req_fail(r, QE_BAD_BODY, "acknowledgments must be an array");
 	}
 	n = batch ? json_array_size(arr) : 1;
+	if ((e = h_items_limit(r, n)) != QE_OK)
+		return e;
 	j = calloc(1, sizeof(*j));
 	QASSERT(j != NULL);
 	j->items = calloc(n + 1, sizeof(*j->items));
@@ -126,10 +130,8 @@ h_ack_prepare(struct req *r)
 	r->job = j;
 	r->job_free = ack_job_free;
 	for (size_t i = 0; i < n; i++) {
-		enum qe e = h_ack_parse_item(r, "acknowledgments", i,
-					     batch ? json_array_get(arr, i) : r->json, group,
-					     &j->items[i]);
-
+		e = h_ack_parse_item(r, "acknowledgments", i,
+				     batch ? json_array_get(arr, i) : r->json, group, &j->items[i]);
 		if (e != QE_OK)
 			return e;
 		j->n++;

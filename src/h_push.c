@@ -9,6 +9,7 @@
 #include "h_push.h"
 #include "conf.h"
 #include "dbpool.h"
+#include "h_util.h"
 #include "http.h"
 #include "jscan.h"
 #include "jsonio.h"
@@ -198,10 +199,8 @@ scan_items(struct req *r, struct jscan *s, struct push_job *j)
 	while ((rc = js_next(s, ']', &first, NULL, 0, NULL)) == 1) {
 		enum qe e;
 
-		if (j->n == (size_t)qconf.max_push_items) {
-			req_err_field(r, "limit", json_integer(qconf.max_push_items));
-			return req_fail(r, QE_TOO_LARGE, "too many items");
-		}
+		if ((e = h_items_limit(r, j->n + 1)) != QE_OK)
+			return e;
 		if (j->n == cap) {
 			cap *= 2;
 			j->items = realloc(j->items, cap * sizeof(*j->items));

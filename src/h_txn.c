@@ -26,6 +26,7 @@
 #include "h_kv.h"
 #include "h_push.h"
 #include "h_timers.h"
+#include "h_util.h"
 #include "http.h"
 #include "jsonio.h"
 #include "log.h"
@@ -203,7 +204,7 @@ count_ops(struct req *r, json_t *ops, struct txn_job *j)
 		j->np += items ? json_array_size(items) : 1;
 	}
 	j->nslots = j->np + j->na;
-	return QE_OK;
+	return h_items_limit(r, j->nslots);
 }
 
 /* Second pass: every push item and ack, with the single routes' parsers. */

@@ -382,9 +382,8 @@ start_request(struct req *r)
 	return MHD_YES;
 }
 
-/* Parses the body and runs the route's prepare step. */
-static enum qe
-parse_prepare(struct req *r)
+enum qe
+req_prepare(struct req *r)
 {
 	if ((r->route->body == BODY_JSON || r->route->body == BODY_JSON_OPTIONAL) &&
 	    r->body.len > 0) {
@@ -407,7 +406,7 @@ http_prepare_deferred(struct req *r)
 {
 	QASSERT(r->deferred && r->state == ST_RUNNING);
 	r->deferred = 0;
-	return parse_prepare(r);
+	return req_prepare(r);
 }
 
 /* The body is complete: parse, prepare, and hand the request to the workers. A large body
@@ -420,7 +419,7 @@ submit_request(struct req *r)
 
 	if (r->body.len > HTTP_PARSE_INLINE_BYTES)
 		r->deferred = 1;
-	else if ((e = parse_prepare(r)) != QE_OK)
+	else if ((e = req_prepare(r)) != QE_OK)
 		return reply_now(r, e);
 	r->state = ST_RUNNING;
 	MHD_suspend_connection(r->conn);

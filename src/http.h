@@ -73,6 +73,11 @@ void http_quiesce(void);
 /* Stops the daemon; every request must have been finished before. */
 void http_stop(void);
 
+/* The body is complete: parses it as the route declares (JSON or raw) and runs the route's
+ * prepare step. QE_OK, or the error to answer (a 4xx: nothing here reaches the database).
+ * The HTTP thread for small bodies, a worker for large ones (http_prepare_deferred). */
+enum qe req_prepare(struct req *r);
+
 /* Bodies larger than this are parsed by a worker, not by the HTTP thread. */
 #define HTTP_PARSE_INLINE_BYTES (256 * 1024)
 

@@ -33,6 +33,18 @@ subtest 'a push of more than QUEEN_MAX_PUSH_ITEMS items is a 413 and stores noth
 	$q->ack_all(($q->pop('lim', batch => 100))[1]);
 };
 
+subtest 'the same item limit bounds a transaction and a batch ack' => sub {
+	my ($s, $b) = $q->post_json('/api/v1/transaction',
+		{ operations => [ { type => 'push', items => [ items(101) ] } ] });
+	is($s, 413, 'a transaction of 101 push items is answered 413');
+	is($b->{error}, 'too many items', 'too many items');
+	($s, $b) = $q->post_json('/api/v1/ack/batch', { acknowledgments => [ map {
+		{ transactionId => "t$_", partitionId => '00000000-0000-4000-8000-000000000000' } }
+		1 .. 101 ] });
+	is($s, 413, 'a batch of 101 acks is answered 413');
+	is($b->{limit}, 100, 'with the limit');
+};
+
 subtest 'a chunked body over QUEEN_MAX_BODY_BYTES is a 413, not a connection reset' => sub {
 	my $chunk = 'x' x 65536;
 	my $body = join '', map { sprintf("%x\r\n%s\r\n", length $chunk, $chunk) } 1 .. 20;

@@ -45,7 +45,7 @@ subtest 'invalid UTF-8 in a path or query parameter is a 400, not a 503' => sub 
 		   ['/api/v1/timers/%ff', qr/^queue /],
 		   ['/api/v1/dlq?queue=%ed%a0%80', qr/queue/],
 		   ['/api/v1/messages?partition=x%00y', qr/partition/],
-		   ['/api/v1/kv/app/%FF%FE', qr/key/]) {
+		   ['/api/v1/kv/app/%FF%FE', qr/kv_bad_request/]) {
 		my ($path, $names) = @$c;
 		my ($s, $b) = $q->get($path);
 		is($s, 400, "GET $path: 400");
