@@ -12,6 +12,7 @@
 #include "maint.h"
 #include "metrics.h"
 #include "migrate.h"
+#include "offmap.h"
 #include "pindex.h"
 #include "workers.h"
 
@@ -105,6 +106,7 @@ shutdown_all(void)
 	http_stop();
 	pidx_thread_offline();
 	pidx_destroy();
+	om_destroy();
 }
 
 int
@@ -164,6 +166,7 @@ main(int argc, char **argv)
 	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
 	metrics_start();
 	pidx_init();
+	om_init();
 	pidx_thread_online();
 	log_info("queend %s starting", PACKAGE_VERSION);
 
@@ -171,6 +174,7 @@ main(int argc, char **argv)
 	if (!pg) {
 		pidx_thread_offline();
 		pidx_destroy();
+		om_destroy();
 		conf_free(&qconf);
 		return 0;
 	}
@@ -179,6 +183,7 @@ main(int argc, char **argv)
 		log_error("cannot bring the database schema up to date; stopping");
 		pidx_thread_offline();
 		pidx_destroy();
+		om_destroy();
 		conf_free(&qconf);
 		return 1;
 	}

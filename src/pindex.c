@@ -24,6 +24,17 @@ struct gslot {
 	_Atomic uint64_t stamp;		/* cursor_seq of the last live update */
 };
 
+/* A partition's group slots: a chain of blocks, the first inside the partition node. A block
+ * is appended (CAS on the tail's next) when a group finds every slot taken, and never removed
+ * before the partition itself: readers walk the chain without a lock, and any number of
+ * groups stays on the fast path. */
+#define GSLOT_BLOCK 4
+
+struct gblock {
+	struct gslot s[GSLOT_BLOCK];
+	struct gblock *_Atomic next;
+};
+
 struct pq_queue;
 
 struct pq_part {
@@ -34,7 +45,7 @@ struct pq_part {
 	char *name;
 	struct pq_queue *q;
 	_Atomic int64_t log_end;
-	struct gslot slots[PIDX_GROUP_SLOTS];
+	struct gblock groups;
 };
 
 /* A queue's partitions. Writers (serialised by pidx_write_mu) append in place while there is
@@ -132,6 +143,14 @@ pidx_thread_offline(void)
 static void
 free_part(struct pq_part *p)
 {
+	struct gblock *b = atomic_load(&p->groups.next);
+
+	while (b) {
+		struct gblock *next = atomic_load(&b->next);
+
+		free(b);
+		b = next;
+	}
 	free(p->name);
 	free(p);
 }
@@ -361,8 +380,8 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 		p->name = xstrdup(partition);
 		p->q = q;
 		atomic_store(&p->log_end, log_end);
-		for (int i = 0; i < PIDX_GROUP_SLOTS; i++)
-			atomic_store(&p->slots[i].committed, -1);
+		for (int i = 0; i < GSLOT_BLOCK; i++)
+			atomic_store(&p->groups.s[i].committed, -1);
 		cds_lfht_add(ht_ids, hash_str(pid), &p->by_id);
 		atomic_fetch_add(&pidx_learned, 1);
 		cds_lfht_add(ht_parts, hash_pair(queue, partition), &p->by_name);
@@ -448,20 +467,36 @@ pidx_log_end(const char *pid, int64_t log_end)
 static struct gslot *
 find_slot(struct pq_part *p, uint64_t gh, int claim)
 {
-	for (int i = 0; i < PIDX_GROUP_SLOTS; i++)
-		if (atomic_load(&p->slots[i].gh) == gh)
-			return &p->slots[i];
+	struct gblock *b;
+
+	for (b = &p->groups; b; b = atomic_load(&b->next))
+		for (int i = 0; i < GSLOT_BLOCK; i++)
+			if (atomic_load(&b->s[i].gh) == gh)
+				return &b->s[i];
 	if (!claim)
 		return NULL;
-	for (int i = 0; i < PIDX_GROUP_SLOTS; i++) {
-		uint64_t zero = 0;
+	for (b = &p->groups;;) {
+		for (int i = 0; i < GSLOT_BLOCK; i++) {
+			uint64_t seen = 0;
 
-		if (atomic_compare_exchange_strong(&p->slots[i].gh, &zero, gh))
-			return &p->slots[i];
-		if (zero == gh)
-			return &p->slots[i];
+			if (atomic_compare_exchange_strong(&b->s[i].gh, &seen, gh) || seen == gh)
+				return &b->s[i];
+		}
+		struct gblock *next = atomic_load(&b->next);
+
+		if (!next) {
+			struct gblock *nb = calloc(1, sizeof(*nb));
+
+			QASSERT(nb != NULL);
+			for (int i = 0; i < GSLOT_BLOCK; i++)
+				atomic_store(&nb->s[i].committed, -1);
+			atomic_store(&nb->s[0].gh, gh);
+			if (atomic_compare_exchange_strong(&b->next, &next, nb))
+				return &nb->s[0];
+			free(nb);	/* another group appended first: look in its block */
+		}
+		b = next;
 	}
-	return NULL;
 }
 
 /* Live updates (what a handler saw committed) are numbered; a snapshot taken before one of
@@ -584,12 +619,13 @@ pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions, int
 	urcu_memb_read_unlock();
 }
 
-/* 1 when the group has something to read on p as last seen; sets *lease_block when only a
- * live lease stands in the way. */
-static int
-has_work(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block)
+/* How many offsets the group has to read on p as last seen (0 = nothing, or only a live lease
+ * stands in the way: then *lease_block is its expiry). A group never seen here counts the
+ * whole log: SQL decides where its cursor starts. */
+static int64_t
+pending(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block)
 {
-	int64_t end = atomic_load(&p->log_end);
+	int64_t end = atomic_load(&p->log_end), committed;
 	struct gslot *s = find_slot(p, gh, 0);
 	int64_t until;
 
@@ -597,22 +633,24 @@ has_work(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block)
 	if (end < 0)
 		return 0;
 	if (!s)
-		return 1;	/* never seen this group here: let SQL decide */
-	if (atomic_load(&s->committed) >= end)
+		return end + 1;
+	committed = atomic_load(&s->committed);
+	if (committed >= end)
 		return 0;
 	until = atomic_load(&s->lease_until);
 	if (until > now) {
 		*lease_block = until;
 		return 0;
 	}
-	return 1;
+	return end - (committed < -1 ? -1 : committed);
 }
 
 int
 pidx_candidates(const char *queue, const char *partition, uint64_t gh,
-		char (*ids)[UUID_STR_LEN], int max, int64_t *recheck, int *ready)
+		char (*ids)[UUID_STR_LEN], int64_t *backlog, int max, int64_t *recheck,
+		int *ready)
 {
-	int64_t now = wall_now_ms(), block;
+	int64_t now = wall_now_ms(), block, np;
 	int n = 0, nready = 0;
 
 	*recheck = 0;
@@ -622,8 +660,11 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 
 		if (!p) {
 			n = -1;
-		} else if (has_work(p, gh, now, &block)) {
-			memcpy(ids[n++], p->id, UUID_STR_LEN);
+		} else if ((np = pending(p, gh, now, &block)) > 0) {
+			memcpy(ids[n], p->id, UUID_STR_LEN);
+			if (backlog)
+				backlog[n] = np;
+			n++;
 			nready = 1;
 		} else {
 			*recheck = block;
@@ -637,7 +678,10 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 		if (len == 0) {
 			n = -1;
 		} else {
-			size_t start = atomic_fetch_add(&q->rotor, 1) % len;
+			/* Concurrent pops start max apart, so that their candidate lists do not
+			 * overlap where the queue has enough ready partitions: two pops offered
+			 * the same partitions only skip each other's claims. */
+			size_t start = atomic_fetch_add(&q->rotor, (unsigned)max) % len;
 
 			/* Without a count to make, the scan ends at max candidates. The
 			 * recheck time of a cut scan is unknown (0): a pop that then gets
@@ -648,10 +692,14 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 			for (i = 0; i < len && (ready || n < max); i++) {
 				struct pq_part *p = parts->p[(start + i) % len];
 
-				if (has_work(p, gh, now, &block)) {
+				if ((np = pending(p, gh, now, &block)) > 0) {
 					nready++;
-					if (n < max)
-						memcpy(ids[n++], p->id, UUID_STR_LEN);
+					if (n < max) {
+						memcpy(ids[n], p->id, UUID_STR_LEN);
+						if (backlog)
+							backlog[n] = np;
+						n++;
+					}
 				} else if (block && (*recheck == 0 || block < *recheck)) {
 					*recheck = block;
 				}
