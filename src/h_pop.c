@@ -168,6 +168,23 @@ add_str_field(struct strbuf *sb, const char *key, const char *val)
 	sb_add_jstr(sb, val);
 }
 
+/* queen_pop delivered nothing and said, per partition it looked at, where the group's cursor
+ * is (or would start) and its lease: the index learns it, so that it stops offering those
+ * partitions until a push or a lapsed lease changes them. */
+static void
+learn_cursors(struct pop_job *j, PGresult *res)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *pid = PQgetvalue(res, i, 0);
+
+		if (PQgetisnull(res, i, 10))
+			continue;
+		pidx_log_end(pid, atoll(PQgetvalue(res, i, 11)));
+		pidx_cursor(pid, j->gh, atoll(PQgetvalue(res, i, 10)),
+			    PQgetisnull(res, i, 12) ? 0 : atoll(PQgetvalue(res, i, 12)));
+	}
+}
+
 /* Renders the answer from queen_pop's rows and updates the index with what they tell. */
 static void
 render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, int autop_w)
@@ -290,7 +307,9 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	sb_free(&cand_sb);
 	if (e != QE_OK)
 		return req_fail(r, e, "pop failed: database unavailable");
-	if (PQntuples(res) > 0) {
+	if (PQntuples(res) > 0 && PQgetisnull(res, 0, 3)) {
+		learn_cursors(j, res);
+	} else if (PQntuples(res) > 0) {
 		render(r, j, res, lease_id, (int)parts);
 		*delivered = 1;
 	}

@@ -42,6 +42,7 @@ DECLARE
 	v_met bool;
 	v_missing bigint := 0;
 	v_round int;
+	v_src int;
 BEGIN
 	IF v_batch < 1 OR v_width < 1 THEN
 		RETURN;
@@ -189,93 +190,132 @@ BEGIN
 		ON CONFLICT DO NOTHING;
 	END IF;
 
-	-- Candidate partitions, in the order they are to be tried: the broker's list (the
-	-- claim below keeps those of the queues and partition asked for), else every
-	-- partition holding data, least recently served cursor first.
-	IF p_candidates IS NOT NULL THEN
-		v_cand := p_candidates;
-	ELSE
-		SELECT array_agg(p.id ORDER BY c.updated_at NULLS FIRST, p.id),
-		       count(*) FILTER (WHERE c.partition_id IS NULL)
-		INTO v_cand, v_missing
-		FROM queen_partitions p
-		LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
-		WHERE p.queue_id = ANY (v_queues)
-		  AND (p_partition IS NULL OR p.name = p_partition)
-		  AND p.next_offset > p.log_start
-		  AND (c.partition_id IS NULL
-		       OR (p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
-			   AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())));
-	END IF;
-	IF v_cand IS NULL THEN
-		RETURN;
-	END IF;
-
-	-- Claim, in candidate order, among the candidates the group has a cursor on; the lease
-	-- condition is rechecked on the locked row version (EvalPlanQual).  A cursor the group
-	-- has not got yet is implied by its subscription: it is written here, at the group's
-	-- start, only for as many candidates as the pop may claim.  A cursor row inserted for a
-	-- partition another pop is inserting too would make each wait for the other's commit
-	-- (ON CONFLICT), so the insert is gated by a transaction advisory lock per (partition,
-	-- group) taken with try: the pop that does not get it skips that partition, as SKIP
-	-- LOCKED skips a row.  When the claim comes up short and more candidates lack a cursor,
-	-- those get theirs and the claim runs once more.
+	-- Candidate partitions, in the order they are to be tried: first the broker's list (the
+	-- claim below keeps those of the queues and partition asked for); when nothing of it
+	-- can be claimed, or the broker has none, every partition holding data that has no
+	-- cursor of the group or one with work and no live lease, least recently served first.
+	-- The index is a cache: a partition it does not know the group's state on (a cursor
+	-- the group has not got yet) must not hide data elsewhere.
 	v_claim := '{}';
-	FOR v_round IN 1 .. 2 LOOP
-		IF v_missing > 0 THEN
-			INSERT INTO queen_cursors (partition_id, group_name, committed)
-			SELECT n.id, v_group, n.start
-			FROM (SELECT p.id,
-				     queen_cursor_start(p.id, p.log_start, p.next_offset,
-							p.created_at, p.last_created_at,
-							s.start_at) AS start
-			      FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
-			      JOIN queen_partitions p ON p.id = u.pid
-			      LEFT JOIN queen_subscriptions s ON s.group_name = v_group
-				AND s.queue_id = p.queue_id
-			      WHERE p.queue_id = ANY (v_queues)
-				AND (p_partition IS NULL OR p.name = p_partition)
-				AND (v_qmode OR s.group_name IS NOT NULL)
-				AND NOT EXISTS (SELECT 1 FROM queen_cursors c
-						WHERE c.partition_id = p.id
-						  AND c.group_name = v_group)
-			      ORDER BY u.o
-			      LIMIT CASE WHEN v_round = 1 THEN v_width END) n
-			WHERE pg_try_advisory_xact_lock(queen_cursor_lock_class(),
-							hashtext(n.id::text || v_group))
-			ORDER BY n.id
-			ON CONFLICT DO NOTHING;
-		END IF;
-
-		SELECT v_claim || coalesce(array_agg(x.pid ORDER BY x.o), '{}') INTO v_claim FROM (
-			SELECT c.partition_id AS pid, u.o
-			FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
-			JOIN queen_partitions p ON p.id = u.pid
-			JOIN queen_queues q ON q.id = p.queue_id
-			JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+	FOR v_src IN 1 .. 2 LOOP
+		IF v_src = 1 THEN
+			-- The statement at the top already tried them all when the group had
+			-- met the queue and held a cursor on each.
+			CONTINUE WHEN p_candidates IS NULL OR (v_met AND v_missing = 0);
+			v_cand := p_candidates;
+		ELSE
+			v_cand := NULL;
+			v_missing := 0;
+			SELECT array_agg(p.id ORDER BY c.updated_at NULLS FIRST, p.id),
+			       count(*) FILTER (WHERE c.partition_id IS NULL)
+			INTO v_cand, v_missing
+			FROM queen_partitions p
+			LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
 			WHERE p.queue_id = ANY (v_queues)
 			  AND (p_partition IS NULL OR p.name = p_partition)
-			  AND u.pid <> ALL (v_claim)
-			  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
-			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
-			  AND (q.window_buffer <= 0
-			       OR p.last_created_at <= now() - make_interval(
-					secs => q.window_buffer))
-			  AND (q.delayed_processing <= 0 OR EXISTS (
-				SELECT 1 FROM queen_segments s
-				WHERE s.partition_id = p.id
-				  AND s.base_offset <= greatest(c.committed, p.log_start - 1) + 1
-				  AND s.base_offset > greatest(c.committed, p.log_start - 1) + 1 - 1000
-				  AND s.end_offset >= greatest(c.committed, p.log_start - 1) + 1
-				  AND s.created_at <= now() - make_interval(
-					secs => q.delayed_processing)))
-			ORDER BY u.o
-			LIMIT v_width - cardinality(v_claim)
-			FOR UPDATE OF c SKIP LOCKED
-		) x;
-		EXIT WHEN cardinality(v_claim) >= v_width OR v_missing <= v_width;
+			  AND p.next_offset > p.log_start
+			  AND (c.partition_id IS NULL
+			       OR (p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+				   AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())));
+		END IF;
+		CONTINUE WHEN v_cand IS NULL;
+
+		-- Claim, in candidate order, among the candidates the group has a cursor on; the lease
+		-- condition is rechecked on the locked row version (EvalPlanQual).  A cursor the group
+		-- has not got yet is implied by its subscription: it is written here, at the group's
+		-- start, only for as many candidates as the pop may claim and only where that start
+		-- leaves something to deliver (a group that starts at the end of 100,000 partitions
+		-- writes nothing for them).  A cursor row inserted for a partition another pop is
+		-- inserting too would make each wait for the other's commit (ON CONFLICT), so the
+		-- insert is gated by a transaction advisory lock per (partition, group) taken with try:
+		-- the pop that does not get it skips that partition, as SKIP LOCKED skips a row.  When
+		-- the claim comes up short and more candidates lack a cursor, those get theirs and the
+		-- claim runs once more.
+		v_claim := '{}';
+		FOR v_round IN 1 .. 2 LOOP
+			IF v_missing > 0 THEN
+				INSERT INTO queen_cursors (partition_id, group_name, committed)
+				SELECT n.id, v_group, n.start
+				FROM (SELECT m.id, m.start
+				      FROM (SELECT p.id, u.o, p.next_offset,
+						   queen_cursor_start(p.id, p.log_start, p.next_offset,
+								      p.created_at, p.last_created_at,
+								      s.start_at) AS start
+					    FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
+					    JOIN queen_partitions p ON p.id = u.pid
+					    LEFT JOIN queen_subscriptions s ON s.group_name = v_group
+						AND s.queue_id = p.queue_id
+					    WHERE p.queue_id = ANY (v_queues)
+					      AND (p_partition IS NULL OR p.name = p_partition)
+					      AND (v_qmode OR s.group_name IS NOT NULL)
+					      AND NOT EXISTS (SELECT 1 FROM queen_cursors c
+							      WHERE c.partition_id = p.id
+								AND c.group_name = v_group)
+					    OFFSET 0) m
+				      -- Only where the implied start leaves something to deliver: a
+				      -- cursor that would say "nothing here" is what its absence says.
+				      -- A pop that names its partition pins the start there all the same
+				      -- (a later subscription change moves only partitions not touched).
+				      WHERE (m.start < m.next_offset - 1 OR p_partition IS NOT NULL)
+				      ORDER BY m.o
+				      LIMIT v_width) n
+				WHERE pg_try_advisory_xact_lock(queen_cursor_lock_class(),
+								hashtext(n.id::text || v_group))
+				ORDER BY n.id
+				ON CONFLICT DO NOTHING;
+			END IF;
+
+			SELECT v_claim || coalesce(array_agg(x.pid ORDER BY x.o), '{}') INTO v_claim FROM (
+				SELECT c.partition_id AS pid, u.o
+				FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
+				JOIN queen_partitions p ON p.id = u.pid
+				JOIN queen_queues q ON q.id = p.queue_id
+				JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+				WHERE p.queue_id = ANY (v_queues)
+				  AND (p_partition IS NULL OR p.name = p_partition)
+				  AND u.pid <> ALL (v_claim)
+				  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+				  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+				  AND (q.window_buffer <= 0
+				       OR p.last_created_at <= now() - make_interval(
+						secs => q.window_buffer))
+				  AND (q.delayed_processing <= 0 OR EXISTS (
+					SELECT 1 FROM queen_segments s
+					WHERE s.partition_id = p.id
+					  AND s.base_offset <= greatest(c.committed, p.log_start - 1) + 1
+					  AND s.base_offset > greatest(c.committed, p.log_start - 1) + 1 - 1000
+					  AND s.end_offset >= greatest(c.committed, p.log_start - 1) + 1
+					  AND s.created_at <= now() - make_interval(
+						secs => q.delayed_processing)))
+				ORDER BY u.o
+				LIMIT v_width - cardinality(v_claim)
+				FOR UPDATE OF c SKIP LOCKED
+			) x;
+			EXIT WHEN cardinality(v_claim) >= v_width OR v_missing <= v_width;
+		END LOOP;
+		EXIT WHEN cardinality(v_claim) > 0;
 	END LOOP;
 	IF cardinality(v_claim) = 0 THEN
+		-- Nothing to deliver.  Tell the broker what the group's cursor is, or would be
+		-- from its start, on each partition looked at (one row each, no message), so that
+		-- its index stops offering them until they change: first contact with 100,000
+		-- partitions is read once, not once per pop.
+		v_cand := coalesce(p_candidates, '{}') || coalesce(v_cand, '{}');
+		IF cardinality(v_cand) > 0 THEN
+			RETURN QUERY
+			SELECT p.id, NULL::text, NULL::text, NULL::bigint, NULL::uuid, NULL::text,
+			       NULL::text, NULL::text, NULL::timestamptz, NULL::int,
+			       coalesce(greatest(c.committed, p.log_start - 1),
+					queen_cursor_start(p.id, p.log_start, p.next_offset,
+							   p.created_at, p.last_created_at,
+							   s.start_at)),
+			       p.next_offset - 1, c.lease_expires_at
+			FROM (SELECT DISTINCT u.pid FROM unnest(v_cand) AS u (pid)) u
+			JOIN queen_partitions p ON p.id = u.pid
+			LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
+			LEFT JOIN queen_subscriptions s ON s.group_name = v_group
+				AND s.queue_id = p.queue_id;
+		END IF;
 		RETURN;
 	END IF;
 
