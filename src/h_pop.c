@@ -169,7 +169,8 @@ add_str_field(struct strbuf *sb, const char *key, const char *val)
 }
 
 /* queen_pop delivered nothing and said, per partition it looked at, where the group's cursor
- * is (or would start) and its lease: the index learns it, so that it stops offering those
+ * is (attempt column set) or would start (attempt NULL: no cursor row, the start its
+ * subscription implies) and its lease: the index learns it, so that it stops offering those
  * partitions until a push or a lapsed lease changes them. */
 static void
 learn_cursors(struct pop_job *j, PGresult *res)
@@ -180,8 +181,11 @@ learn_cursors(struct pop_job *j, PGresult *res)
 		if (PQgetisnull(res, i, 10))
 			continue;
 		pidx_log_end(pid, atoll(PQgetvalue(res, i, 11)));
-		pidx_cursor(pid, j->gh, atoll(PQgetvalue(res, i, 10)),
-			    PQgetisnull(res, i, 12) ? 0 : atoll(PQgetvalue(res, i, 12)));
+		if (PQgetisnull(res, i, 9))
+			pidx_cursor_implied(pid, j->gh, atoll(PQgetvalue(res, i, 10)));
+		else
+			pidx_cursor(pid, j->gh, atoll(PQgetvalue(res, i, 10)),
+				    PQgetisnull(res, i, 12) ? 0 : atoll(PQgetvalue(res, i, 12)));
 	}
 }
 

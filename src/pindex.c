@@ -22,6 +22,7 @@ struct gslot {
 	_Atomic int64_t committed;
 	_Atomic int64_t lease_until;
 	_Atomic uint64_t stamp;		/* cursor_seq of the last live update */
+	_Atomic int implied;		/* no cursor row: committed is where the group would start */
 };
 
 /* A partition's group slots: a chain of blocks, the first inside the partition node. A block
@@ -506,7 +507,7 @@ static _Atomic uint64_t cursor_seq;
 
 static void
 cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until, int live,
-	   uint64_t mark)
+	   uint64_t mark, int implied)
 {
 	struct pq_part *p;
 	struct gslot *s;
@@ -518,6 +519,7 @@ cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
 		if (live)
 			atomic_store(&s->stamp, atomic_fetch_add(&cursor_seq, 1) + 1);
 		atomic_store(&s->committed, committed);
+		atomic_store(&s->implied, implied);
 		if (lease_until >= 0)
 			atomic_store(&s->lease_until, lease_until);
 	}
@@ -527,7 +529,38 @@ cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
 void
 pidx_cursor(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until)
 {
-	cursor_set(pid, gh, committed, lease_until, 1, 0);
+	cursor_set(pid, gh, committed, lease_until, 1, 0, 0);
+}
+
+void
+pidx_cursor_implied(const char *pid, uint64_t gh, int64_t start)
+{
+	cursor_set(pid, gh, start, 0, 1, 0, 1);
+}
+
+void
+pidx_forget_implied(uint64_t gh)
+{
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+
+	urcu_memb_read_lock();
+	cds_lfht_for_each(ht_ids, &it, n) {
+		struct pq_part *p = caa_container_of(n, struct pq_part, by_id);
+
+		for (struct gblock *b = &p->groups; b; b = atomic_load(&b->next)) {
+			for (int i = 0; i < GSLOT_BLOCK; i++) {
+				struct gslot *s = &b->s[i];
+				uint64_t sg = atomic_load(&s->gh);
+
+				if (sg && (!gh || sg == gh) && atomic_load(&s->implied)) {
+					atomic_store(&s->committed, -1);
+					atomic_store(&s->implied, 0);
+				}
+			}
+		}
+	}
+	urcu_memb_read_unlock();
 }
 
 uint64_t
@@ -540,7 +573,7 @@ void
 pidx_cursor_snapshot(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
 		     uint64_t mark)
 {
-	cursor_set(pid, gh, committed, lease_until, 0, mark);
+	cursor_set(pid, gh, committed, lease_until, 0, mark, 0);
 }
 
 int

@@ -43,6 +43,13 @@ int pidx_log_end(const char *pid, int64_t log_end);
 /* Records a group's cursor on a partition: committed offset and lease expiry (wall ms, 0 =
  * none, -1 = unchanged). */
 void pidx_cursor(const char *pid, uint64_t group_hash, int64_t committed, int64_t lease_until);
+/* A cursor the group has not got yet on a partition: start is where its subscription makes it
+ * begin (SPEC 5 "First contact"), as a pop found. Kept apart from cursors seen in PostgreSQL,
+ * because a change of the subscription moves it. */
+void pidx_cursor_implied(const char *pid, uint64_t group_hash, int64_t start);
+/* Forgets every implied cursor of the group (group_hash 0: of every group), after its
+ * subscription changed: its pops go to SQL again, which tells the new starts. */
+void pidx_forget_implied(uint64_t group_hash);
 /* The same from a database snapshot: pidx_cursor_mark() is taken before the snapshot's
  * query, and a cursor updated live since then keeps the newer state. */
 uint64_t pidx_cursor_mark(void);

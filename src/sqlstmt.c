@@ -42,6 +42,8 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"log_end, group_name, committed, "
 		"(extract(epoch FROM lease_expires_at) * 1000)::bigint "
 		"FROM queen_index_snapshot()", 0 },
+	[SQL_SUBSCRIPTIONS_SUM] = { "subscriptions_sum",
+		"SELECT queen_subscriptions_sum()", 0 },
 	[SQL_STATS] = { "stats", "SELECT queen_stats()::text", 0 },
 	[SQL_PING] = { "ping", "SELECT 1", 0 },
 	[SQL_LISTEN] = { "listen", "LISTEN queen_push", 0 },

@@ -190,6 +190,13 @@ subtest 'first contact with 3,000 partitions: new, all, subscriptionFrom' => sub
 		'subscriptionFrom: the same four, nothing from before');
 	$got = drain('many', consumerGroup => 'everything');
 	is(scalar @$got, 4, 'the group that read everything gets the four new ones');
+
+	my ($s2, $b2) = $q->post_json('/api/v1/consumer-groups/fresh/subscription',
+		{ subscriptionTimestamp => '2000-01-01T00:00:00.000Z' });
+	is($s2, 200, 'fresh moves its start back to 2000');
+	$got = drain('many', consumerGroup => 'fresh');
+	is(scalar @$got, 2997, 'the 2,997 partitions it had no cursor on start there now');
+	is(scalar(grep { /-new$/ } @$got), 0, 'the four it read did not move');
 };
 
 done_testing;

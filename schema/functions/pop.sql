@@ -297,14 +297,16 @@ BEGIN
 	END LOOP;
 	IF cardinality(v_claim) = 0 THEN
 		-- Nothing to deliver.  Tell the broker what the group's cursor is, or would be
-		-- from its start, on each partition looked at (one row each, no message), so that
+		-- from its start, on each partition looked at (one row each: no offset, attempt
+		-- NULL where the cursor is only implied by the start, its lease), so that
 		-- its index stops offering them until they change: first contact with 100,000
 		-- partitions is read once, not once per pop.
 		v_cand := coalesce(p_candidates, '{}') || coalesce(v_cand, '{}');
 		IF cardinality(v_cand) > 0 THEN
 			RETURN QUERY
 			SELECT p.id, NULL::text, NULL::text, NULL::bigint, NULL::uuid, NULL::text,
-			       NULL::text, NULL::text, NULL::timestamptz, NULL::int,
+			       NULL::text, NULL::text, NULL::timestamptz,
+			       CASE WHEN c.partition_id IS NOT NULL THEN 0 END,
 			       coalesce(greatest(c.committed, p.log_start - 1),
 					queen_cursor_start(p.id, p.log_start, p.next_offset,
 							   p.created_at, p.last_created_at,
