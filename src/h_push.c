@@ -7,6 +7,7 @@
  * down, not a refused statement), or while the spool is not empty, the items go to the
  * on-disk spool instead and answer "buffered" (spool.c). */
 #include "h_push.h"
+#include "conf.h"
 #include "dbpool.h"
 #include "http.h"
 #include "jscan.h"
@@ -398,12 +399,24 @@ flatten(struct req **rs, size_t n, size_t *count)
 	return flat;
 }
 
+/* How long a push waits for the drainer to empty the spool, the database being reachable,
+ * before it joins the spool: a second, and at most half the statement timeout (no request
+ * waits longer than QUEEN_STMT_TIMEOUT_MS). */
+static int64_t
+push_wait_ms(void)
+{
+	int64_t ms = qconf.stmt_timeout_ms > 0 ? qconf.stmt_timeout_ms / 2 : 1000;
+
+	return ms < 1000 ? ms : 1000;
+}
+
 void
 h_push_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 {
 	size_t items;
 	struct push_item **flat = flatten(rs, n, &items);
 	enum qe e = QE_OK;
+	int sent;
 
 	if (items == 0) {
 		free(flat);
@@ -414,12 +427,26 @@ h_push_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 		return;
 	}
 	/* While the spool holds anything (or maintenance diverts pushes) new pushes queue up
-	 * behind it, so a partition keeps its order. When the database cannot be reached the
-	 * items go to the spool; a statement the database refuses stays a failure. */
-	if (spool_diverting() || ((e = h_push_store(w->db, flat, items, 0)) != QE_OK &&
-				  !db_ok(w->db))) {
-		spool_append(flat, items);
-		e = QE_OK;
+	 * behind it, so a partition keeps its order; with the database reachable they first
+	 * wait a moment for the drainer to empty it, so that it empties under load instead of
+	 * growing. When the database cannot be reached the items go to the spool (marked sent
+	 * when the statement went out: it may have committed); a statement the database
+	 * refuses stays a failure. */
+	if (spool_diverting() && !spool_maintenance() && db_ensure(w->db) == QE_OK)
+		spool_wait_drained(push_wait_ms());
+	sent = !spool_diverting();
+	if (sent)
+		e = h_push_store(w->db, flat, items, 0);
+	if (!sent || (e != QE_OK && !db_ok(w->db))) {
+		e = spool_append(flat, items, sent);
+		if (e != QE_OK) {
+			/* Neither stored nor spooled (the disk is full or failing): 503. */
+			free(flat);
+			for (size_t i = 0; i < n; i++)
+				rcs[i] = req_fail(rs[i], QE_DB, "push not stored: the database is "
+						  "unreachable and the spool cannot write");
+			return;
+		}
 	}
 	free(flat);
 	if (e != QE_OK && n > 1) {

@@ -60,7 +60,9 @@ my $again = wait_until(sub {
 	my ($s, $p) = $q->pop('fq', partition => 'p0', consumerGroup => 'h', batch => 10);
 	$s == 200 ? [ sort map { $_->{data}{k} } @{ $p->{messages} } ] : undef;
 }, 10, 0.2);
-is_deeply($again, [ sort keys %held ], 'the lease expired and the same batch came back');
+# The batch comes back from its first offset (it may have grown since: a batch is up to 10).
+my %again = map { $_ => 1 } @{ $again // [] };
+is(scalar(grep { !$again{$_} } keys %held), 0, 'the lease expired and the same messages came back');
 my (undef, $b) = $q->get('/api/v1/status/buffers');
 is($b->{pendingCount}, 0, 'the spool is empty');
 is($b->{failedCount}, 0, 'nothing set aside');
