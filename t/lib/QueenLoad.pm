@@ -23,7 +23,9 @@ package QueenLoad;
 #   P t0 t1 status n                    a pop and how many messages it delivered
 #   H t0 t1 status                      a GET /health
 #   D t1 KEY message_id                 a message popped (at t1) and acknowledged
-#   U t1 KEY message_id                 a message popped whose ack failed (it must come back)
+#   U t1 KEY message_id                 a message popped whose ack failed (it was delivered;
+#                                       if the ack did not commit, its lease expires and it
+#                                       comes back)
 use strict;
 use warnings;
 use HTTP::Tiny;
@@ -159,8 +161,8 @@ sub _pop_ack {
 		headers => { 'content-type' => 'application/json' } });
 	my $ab = $ar->{status} == 200 ? eval { $JSON->decode($ar->{content}) } : undef;
 	my $t2 = time;
-	# Delivered = popped and acknowledged; a message whose ack failed must come back once its
-	# lease expires.
+	# D: popped and acknowledged; U: popped, the ack's outcome unknown (lost with the broker
+	# or the database).
 	for my $i (0 .. $#m) {
 		my $ok = ref $ab eq 'ARRAY' && $ab->[$i] && $ab->[$i]{success};
 		printf {$log} "%s %.4f %s %s\n", $ok ? 'D' : 'U', $t1,
@@ -234,7 +236,7 @@ sub records {
 			elsif ($f[0] eq 'E') { push @e, [ @f[1 .. 3] ] }
 			elsif ($f[0] eq 'P') { push @p, [ @f[1 .. 4] ] }
 			elsif ($f[0] eq 'D') { $d{ $f[2] } //= $f[1]; $r{redelivered}++ if $r{seen}{ $f[2] }++ }
-			elsif ($f[0] eq 'U') { $r{unacked}++ }
+			elsif ($f[0] eq 'U') { $r{unacked}++; $d{ $f[2] } //= $f[1] }
 			elsif ($f[0] eq 'H') { push @{ $r{health} }, [ @f[1 .. 3] ] }
 			elsif ($f[0] eq 'X') { push @{ $r{died} }, $_ }
 		}
@@ -292,6 +294,25 @@ sub finish {
 		@r{qw(dup_txn dup_plain)} = ($dup{t}, $dup{n});
 	}
 	return \%r;
+}
+
+# Items stored out of their producer's order within a partition (each producer pushes one
+# request at a time, so its items of one partition must keep their order there), read from
+# the segments in offset order.
+sub order_violations {
+	my ($self, $pg) = @_;
+	my $out = $pg->psql("SELECT pa.name, (x.p::json)->>'k' FROM queen_segments s " .
+		"JOIN queen_partitions pa ON pa.id = s.partition_id JOIN queen_queues q " .
+		"ON q.id = pa.queue_id, unnest(s.payloads) WITH ORDINALITY AS x (p, o) " .
+		"WHERE q.name = '$self->{queue}' ORDER BY pa.name, s.base_offset, x.o");
+	my (%last, $bad);
+	for (split /\n/, $out) {
+		my ($part, $k) = split /\|/;
+		my ($prod, $n) = ($k // '') =~ /^[tn](\d+)-(\d+)$/ or next;
+		$bad++ if defined $last{$part}{$prod} && $n < $last{$part}{$prod};
+		$last{$part}{$prod} = $n;
+	}
+	return $bad // 0;
 }
 
 # The longest push (answered or not) that was under way at some time in [$from, $to].
