@@ -4,7 +4,8 @@
 # to the spool and answer "buffered", no request waits longer than QUEEN_STMT_TIMEOUT_MS,
 # /health answers 503 and then 200, the spool drains, nothing acknowledged is lost and
 # nothing with a transactionId is stored twice.
-# QUEEN_FAULT_ROUNDS (default 1) restarts PostgreSQL that many times per mode.
+# QUEEN_FAULT_ROUNDS (default 1) restarts PostgreSQL that many times per mode;
+# QUEEN_FAULT_MODES (default "fast immediate") chooses the modes.
 use strict;
 use warnings;
 use FindBin;
@@ -21,7 +22,7 @@ my $rounds = $ENV{QUEEN_FAULT_ROUNDS} || 1;
 my $producers = 3;
 my $batch = 5;
 
-for my $mode (qw(fast immediate)) {
+for my $mode (split ' ', $ENV{QUEEN_FAULT_MODES} || 'fast immediate') {
 	my $queue = "fq-$mode";
 	is(($q->configure($queue, leaseTime => 2))[0], 200, "$mode: queue $queue");
 	my $load = QueenLoad->start($q, queue => $queue, producers => $producers, consumers => 2,
