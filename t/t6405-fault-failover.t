@@ -28,18 +28,18 @@ my $producers = 3;
 my $batch = 5;
 my $load = QueenLoad->start($q, producers => $producers, consumers => 2, batch => $batch,
 	health => 1);
-sleep 2;
+sleep 1.5;
 my $t_down = time;
 $pg->stop('immediate') or BAIL_OUT('cannot stop the primary');
 # A failover takes its time: while only the standby (read-only) answers, the broker is not
 # healthy.
 my $health_ro = wait_until(sub { ($q->get('/health'))[0] == 503 }, 5, 0.05);
-sleep 1;
+sleep 0.5;
 my ($s_ro) = $q->get('/health');
 ok($health_ro && $s_ro == 503, '/health answers 503 while only the read-only standby answers');
 $sb->promote or BAIL_OUT('pg_ctl promote failed');
 my $t_up = time;
-sleep 3;
+sleep 1.5;
 wait_until(sub { ((($q->get('/api/v1/status/buffers'))[1] // {})->{pendingCount} // 1) == 0 }, 20, 0.1);
 my $r = $load->finish($sb, 30);
 my ($rq, $rp) = $load->recovery($r->{rec}, $t_up);
