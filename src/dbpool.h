@@ -1,8 +1,11 @@
 /* dbpool: libpq connections, one per worker thread (never shared), plus the helpers every
  * handler uses to run a catalogued statement in one round trip.
  *
- * A lost connection is reconnected lazily with exponential backoff (100 ms to 5 s); while it
- * is down, db_exec answers QE_DB at once so requests get a 503 instead of a hang. */
+ * A lost connection is reconnected lazily with exponential backoff (50 to 400 ms); while it
+ * is down, db_exec answers QE_DB at once so requests get a 503 instead of a hang. Only a
+ * read-write server is connected to (target_session_attrs, the primary of a PG_HOST list),
+ * and a server that refuses a statement because it is read-only, shutting down or starting
+ * up counts as unreachable, like a lost connection (db_ok false). */
 #ifndef QUEEN_DBPOOL_H
 #define QUEEN_DBPOOL_H
 

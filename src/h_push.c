@@ -454,10 +454,8 @@ shard_store(struct wk *w, void *arg)
 	struct push_shard *s = arg;
 
 	s->e = h_push_store(w->db, s->items, s->n, 0);
-	if (s->e != QE_OK && !db_ok(w->db)) {
-		spool_append(s->items, s->n);
-		s->e = QE_OK;
-	}
+	if (s->e != QE_OK && !db_ok(w->db))
+		s->e = spool_append(s->items, s->n, 1);
 }
 
 /* A shard the database refused: each request's part of it alone, so that one bad request
@@ -477,7 +475,7 @@ shard_retry(struct push_shard *s, struct wk *w)
 			part[m++] = s->items[i];
 		e = h_push_store(w->db, part, m, 0);
 		if (e != QE_OK && !db_ok(w->db))
-			e = spool_append(part, m) == QE_OK ? QE_OK : e;
+			e = spool_append(part, m, 1) == QE_OK ? QE_OK : e;
 		for (size_t k = 0; k < m && e != QE_OK; k++) {
 			part[k]->status = "failed";
 			part[k]->error = push_refused;
@@ -564,12 +562,24 @@ push_sharded(struct req **rs, size_t n, struct push_item **flat, size_t items, s
 	return 1;
 }
 
+/* How long a push waits for the drainer to empty the spool, the database being reachable,
+ * before it joins the spool: a second, and at most half the statement timeout (no request
+ * waits longer than QUEEN_STMT_TIMEOUT_MS). */
+static int64_t
+push_wait_ms(void)
+{
+	int64_t ms = qconf.stmt_timeout_ms > 0 ? qconf.stmt_timeout_ms / 2 : 1000;
+
+	return ms < 1000 ? ms : 1000;
+}
+
 void
 h_push_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 {
 	size_t items;
 	struct push_item **flat = flatten(rs, n, &items);
 	enum qe e = QE_OK;
+	int sent;
 
 	if (items == 0) {
 		free(flat);
@@ -579,17 +589,31 @@ h_push_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 		}
 		return;
 	}
+	/* While the spool holds anything (or maintenance diverts pushes) new pushes queue up
+	 * behind it, so a partition keeps its order; with the database reachable they first
+	 * wait a moment for the drainer to empty it, so that it empties under load instead of
+	 * growing. When the database cannot be reached the items go to the spool (marked sent
+	 * when the statement went out: it may have committed); a statement the database
+	 * refuses stays a failure. */
+	if (spool_diverting() && !spool_maintenance() && db_ensure(w->db) == QE_OK)
+		spool_wait_drained(push_wait_ms());
 	if (!spool_diverting() && push_sharded(rs, n, flat, items, w, rcs)) {
 		free(flat);
 		return;
 	}
-	/* While the spool holds anything (or maintenance diverts pushes) new pushes queue up
-	 * behind it, so a partition keeps its order. When the database cannot be reached the
-	 * items go to the spool; a statement the database refuses stays a failure. */
-	if (spool_diverting() || ((e = h_push_store(w->db, flat, items, 0)) != QE_OK &&
-				  !db_ok(w->db))) {
-		spool_append(flat, items);
-		e = QE_OK;
+	sent = !spool_diverting();
+	if (sent)
+		e = h_push_store(w->db, flat, items, 0);
+	if (!sent || (e != QE_OK && !db_ok(w->db))) {
+		e = spool_append(flat, items, sent);
+		if (e != QE_OK) {
+			/* Neither stored nor spooled (the disk is full or failing): 503. */
+			free(flat);
+			for (size_t i = 0; i < n; i++)
+				rcs[i] = req_fail(rs[i], QE_DB, "push not stored: the database is "
+						  "unreachable and the spool cannot write");
+			return;
+		}
 	}
 	free(flat);
 	if (e != QE_OK && n > 1) {
