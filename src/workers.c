@@ -258,7 +258,7 @@ wk_main(void *arg)
 {
 	struct wk *w = arg;
 	struct req *jobs[WK_MAX_BATCH];
-	int is_heavy;
+	int is_heavy = 0;
 
 	pidx_thread_online();
 	for (;;) {
