@@ -84,6 +84,7 @@ req_free(struct req *r)
 		free(r->hdr_vals[i]);
 	}
 	sb_free(&r->body);
+	auth_id_clear(&r->auth);
 	json_decref(r->json);
 	json_decref(r->err_extra);
 	free(r->err_msg);
@@ -204,6 +205,8 @@ render_error(struct req *r, enum qe e)
 		json_object_set_new(body, "limit", json_integer(qconf.max_body_bytes));
 	if (e == QE_BUSY)
 		req_header(r, "Retry-After", "1");
+	if (e == QE_UNAUTHORIZED)
+		req_header(r, "WWW-Authenticate", "Bearer");
 	r->content_type = NULL;
 	req_reply_json(r, qe_status(e), body);
 }
@@ -265,12 +268,43 @@ collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *v
 	return MHD_YES;
 }
 
+/* Answers an authentication refusal with the body SPEC 17 writes for it, and counts it. */
+static enum MHD_Result
+refuse(struct req *r, enum auth_refusal why)
+{
+	static const char *const msg[AUTH_REFUSAL__COUNT] = {
+		[AUTH_MISSING] = "Authentication required",
+		[AUTH_INVALID] = "Invalid token",
+		[AUTH_EXPIRED] = "Token has expired",
+		[AUTH_FORBIDDEN] = "Insufficient permissions",
+		[AUTH_PROTECTED] = "protected mode: enable JWT authentication or set "
+				   "QUEEN_PROTECTED_MODE=off",
+	};
+	enum qe e = why == AUTH_FORBIDDEN || why == AUTH_PROTECTED ? QE_FORBIDDEN
+								 : QE_UNAUTHORIZED;
+
+	QASSERT(why > AUTH_PASS && why < AUTH_REFUSAL__COUNT);
+	auth_count(why);
+	return reply_now(r, req_fail(r, e, "%s", why == AUTH_EXPIRED && r->auth.not_yet
+						    ? "Token not yet valid" : msg[why]));
+}
+
 static enum MHD_Result
 start_request(struct req *r)
 {
+	const union MHD_ConnectionInfo *ci;
+	enum auth_refusal why;
 	char allow[64];
 	const char *cl;
 
+	/* Authentication comes before routing (SPEC 17): an unknown path without a token is a
+	 * 401, so the route table cannot be probed anonymously. */
+	ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	why = auth_authenticate(r->path, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+								     MHD_HTTP_HEADER_AUTHORIZATION),
+				ci ? ci->client_addr : NULL, &r->auth);
+	if (why != AUTH_PASS)
+		return refuse(r, why);
 	switch (route_match(r->method, r->path, &r->route, r->params, &r->nparams, allow,
 			    sizeof(allow))) {
 	case ROUTE_NO_PATH:
@@ -281,6 +315,8 @@ start_request(struct req *r)
 	case ROUTE_FOUND:
 		break;
 	}
+	if (!auth_allows(&r->auth, r->route->level))
+		return refuse(r, AUTH_FORBIDDEN);
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoll(cl, NULL, 10) > qconf.max_body_bytes)
 		return reply_now(r, QE_TOO_LARGE);

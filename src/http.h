@@ -12,6 +12,7 @@
 #ifndef QUEEN_HTTP_H
 #define QUEEN_HTTP_H
 
+#include "auth.h"
 #include "errors.h"
 #include "strbuf.h"
 
@@ -36,7 +37,8 @@ struct req {
 	char *qvals[REQ_MAX_QUERY];
 	int nquery;
 	struct strbuf body;
-	json_t *json;			/* parsed body, or NULL when the request had none */
+	json_t *json;
+	struct auth_id auth;		/* the sender: grants, token sub */			/* parsed body, or NULL when the request had none */
 
 	void *job;			/* the handler's typed job, freed with job_free */
 	void (*job_free)(void *job);

@@ -4,6 +4,7 @@
  * long-poll thread, maintenance thread, HTTP, then READY=1 to systemd. Signals are blocked in
  * every thread and taken here with sigwait: SIGTERM/SIGINT drain and exit 0, SIGHUP reloads
  * what can change at runtime (a bad new configuration is logged and the old one kept). */
+#include "auth.h"
 #include "conf.h"
 #include "dbpool.h"
 #include "http.h"
@@ -89,6 +90,7 @@ reload(void)
 	lv = log_level_parse(qconf.log_level);
 	if (lv > 0)
 		log_set_level((enum log_level)lv);
+	auth_reload();
 	log_info("configuration reloaded");
 }
 
@@ -103,6 +105,7 @@ shutdown_all(void)
 	maint_stop();
 	lp_stop();
 	http_stop();
+	auth_stop();
 	pidx_thread_offline();
 	pidx_destroy();
 }
@@ -163,12 +166,19 @@ main(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
 	metrics_start();
+	/* Key material before anything else: a broker that cannot authenticate must not start. */
+	if (auth_start(err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		conf_free(&qconf);
+		return 2;
+	}
 	pidx_init();
 	pidx_thread_online();
 	log_info("queend %s starting", PACKAGE_VERSION);
 
 	pg = wait_for_database(&stop);
 	if (!pg) {
+		auth_stop();
 		pidx_thread_offline();
 		pidx_destroy();
 		conf_free(&qconf);
@@ -177,6 +187,7 @@ main(int argc, char **argv)
 	if (migrate_apply(pg) < 0) {
 		PQfinish(pg);
 		log_error("cannot bring the database schema up to date; stopping");
+		auth_stop();
 		pidx_thread_offline();
 		pidx_destroy();
 		conf_free(&qconf);
