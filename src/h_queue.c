@@ -6,6 +6,7 @@
 #include "http.h"
 #include "jsonio.h"
 #include "longpoll.h"
+#include "pcrypt.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "workers.h"
@@ -79,9 +80,10 @@ pick_options(json_t *src, json_t *dst, json_t *invalid)
 				continue;
 			}
 		}
+		/* Never plaintext for an encrypted queue: without a key, refuse to make one. */
 		if (ok && strcmp(queue_options[i].name, "encryptionEnabled") == 0 &&
-		    json_is_true(v))
-			ok = 0; /* payload encryption is not available in this release */
+		    json_is_true(v) && !pcrypt_has_key())
+			ok = 0;
 		if (ok)
 			json_object_set(dst, queue_options[i].name, v);
 		else
@@ -117,8 +119,13 @@ h_configure_prepare(struct req *r)
 	if (opts)
 		pick_options(opts, picked, invalid);
 	if (json_array_size(invalid)) {
+		const char *first = json_string_value(json_array_get(invalid, 0));
+
 		json_decref(picked);
 		req_err_field(r, "invalid", invalid);
+		if (strcmp(first, "encryptionEnabled") == 0 && !pcrypt_has_key())
+			return req_fail(r, QE_BAD_REQUEST, "encryptionEnabled: this broker has no "
+					"QUEEN_ENCRYPTION_KEY; nothing may be stored in plaintext");
 		return req_fail(r, QE_BAD_REQUEST, "invalid queue option");
 	}
 	json_decref(invalid);
@@ -145,8 +152,14 @@ h_configure_run(struct req *r, struct wk *w)
 
 	/* Options such as delayedProcessing may make data deliverable or not: let parked pops
 	 * look again. Labels may have changed: the index picks them up at its next resync. */
-	if (e == QE_OK)
+	if (e == QE_OK) {
+		json_t *a = json_loadb(r->resp, r->resp_len, 0, NULL);
+
+		pcrypt_note(j->queue, json_is_true(json_object_get(json_object_get(a, "options"),
+								     "encryptionEnabled")));
+		json_decref(a);
 		lp_wake_queue(j->queue, 1);
+	}
 	return e;
 }
 

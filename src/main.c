@@ -13,6 +13,7 @@
 #include "maint.h"
 #include "metrics.h"
 #include "migrate.h"
+#include "pcrypt.h"
 #include "pindex.h"
 #include "workers.h"
 
@@ -106,6 +107,7 @@ shutdown_all(void)
 	lp_stop();
 	http_stop();
 	auth_stop();
+	pcrypt_stop();
 	pidx_thread_offline();
 	pidx_destroy();
 }
@@ -172,6 +174,7 @@ main(int argc, char **argv)
 		conf_free(&qconf);
 		return 2;
 	}
+	pcrypt_start();
 	pidx_init();
 	pidx_thread_online();
 	log_info("queend %s starting", PACKAGE_VERSION);

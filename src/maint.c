@@ -8,6 +8,7 @@
 #include "http.h"
 #include "log.h"
 #include "longpoll.h"
+#include "pcrypt.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "retention.h"
@@ -204,6 +205,8 @@ resync(struct dbconn *db)
 	int advanced = 0;
 	uint64_t mark = pidx_cursor_mark();
 
+	/* Configures on other brokers reach the encrypted-queue cache here too. */
+	pcrypt_refresh(db);
 	if (db_exec(db, SQL_INDEX_SNAPSHOT, NULL, &res) != QE_OK)
 		return -1;
 	for (int i = 0; i < PQntuples(res); i++) {

@@ -33,6 +33,7 @@
 #define REC_MAX (1u << 30)		/* a longer body is corruption, not a record */
 #define F_TXN 1
 #define F_TRACE 2
+#define F_SUB 4		/* producerSub (SPEC 17); records without it read as before */
 
 #define SEG_MAX_BYTES ((off_t)16 << 20)	/* a segment is sealed once it holds this much */
 #define SEG_NAME_LEN 31			/* "seg-" 20 digits ".spool" and the NUL */
@@ -151,13 +152,15 @@ rec_encode(struct strbuf *sb, const struct push_item *it, int64_t spooled_ms)
 	uint32_t len;
 
 	if (strlen(it->payload) + strlen(it->queue) + strlen(it->partition) +
-	    (it->txn ? strlen(it->txn) : 0) + (it->trace ? strlen(it->trace) : 0) >
+	    (it->txn ? strlen(it->txn) : 0) + (it->trace ? strlen(it->trace) : 0) +
+	    (it->sub ? strlen(it->sub) : 0) >
 	    REC_MAX - REC_FIXED - 64)
 		return -1;
 	sb_add(sb, "\0\0\0\0\0\0\0\0\0\0\0\0", REC_HDR);
 	body = sb->len;
 	fixed[0] = REC_VERSION;
-	fixed[1] = (unsigned char)((it->txn ? F_TXN : 0) | (it->trace ? F_TRACE : 0));
+	fixed[1] = (unsigned char)((it->txn ? F_TXN : 0) | (it->trace ? F_TRACE : 0) |
+				   (it->sub ? F_SUB : 0));
 	fixed[2] = fixed[3] = 0;
 	put64(fixed + 4, (uint64_t)spooled_ms);
 	sb_add(sb, (const char *)fixed, sizeof(fixed));
@@ -169,6 +172,8 @@ rec_encode(struct strbuf *sb, const struct push_item *it, int64_t spooled_ms)
 		add_str(sb, it->txn);
 	if (it->trace)
 		add_str(sb, it->trace);
+	if (it->sub)
+		add_str(sb, it->sub);
 	add_str(sb, it->payload);
 	QASSERT(sb->len - body < REC_MAX);
 	len = (uint32_t)(sb->len - body);
@@ -224,7 +229,7 @@ rec_decode(struct rec *r)
 	const char *payload;
 	char *out;
 
-	if (r->len < REC_FIXED || b[0] != REC_VERSION || (b[1] & ~(F_TXN | F_TRACE)))
+	if (r->len < REC_FIXED || b[0] != REC_VERSION || (b[1] & ~(F_TXN | F_TRACE | F_SUB)))
 		return -1;
 	memcpy(r->it.id, b + 12, 36);
 	r->it.id[36] = '\0';
@@ -237,6 +242,7 @@ rec_decode(struct rec *r)
 	    take_str(b, r->len, &pos, &out, &r->it.partition) < 0 ||
 	    ((b[1] & F_TXN) && take_str(b, r->len, &pos, &out, &r->it.txn) < 0) ||
 	    ((b[1] & F_TRACE) && take_str(b, r->len, &pos, &out, &r->it.trace) < 0) ||
+	    ((b[1] & F_SUB) && take_str(b, r->len, &pos, &out, &r->it.sub) < 0) ||
 	    take_str(b, r->len, &pos, &out, &payload) < 0 || pos != r->len ||
 	    !r->it.queue[0] || !r->it.partition[0])
 		return -1;

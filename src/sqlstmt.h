@@ -51,6 +51,8 @@ enum sql_id {
 	SQL_TXN,
 	/* spool replay (schema/functions/push.sql) */
 	SQL_SPOOL_PUSH,
+	/* payload encryption: the queues with encryptionEnabled (pcrypt.c) */
+	SQL_ENCRYPTED_QUEUES,
 	SQL__COUNT
 };
 
