@@ -1434,6 +1434,77 @@ static void phase_push(int batch, int nconns, const struct payload *pl, int npar
 	free(ph.lat.v);
 }
 
+/* ---------------------------------------------------------------- phase: encryption */
+
+/*
+ * SPEC target: sealing the payloads of an encrypted queue (AES-256-GCM in the broker) costs
+ * a batch-100 push at most 10% of its rate.  The same pushes (1 KiB payloads, 10 partitions)
+ * go to a queue with encryptionEnabled and to a plain one, in alternating slices so that both
+ * see the same machine; the figure is the encrypted rate, with the plain rate and their ratio
+ * in the note.  bench.sh gives the broker a QUEEN_ENCRYPTION_KEY.
+ */
+#define ENC_SLICES 4
+
+static bool encrypt_configure(const char *queue, struct failures *f)
+{
+	struct hclient h = { .fd = -1 };
+	struct http_resp r;
+	struct buf body = { 0 };
+	int rc;
+
+	buf_addf(&body, "{\"queue\":\"%s\",\"options\":{\"encryptionEnabled\":true}}", queue);
+	rc = hc_call(&h, "POST", "/api/v1/configure", body.p, body.len, &r);
+	buf_free(&body);
+	if (rc < 0) {
+		f->transport++;
+		failures_note(f, "transport", "configure call lost", 19);
+	} else if (r.status != 200) {
+		fail_http(f, &r);
+	}
+	hc_free(&h);
+	return rc >= 0 && r.status == 200;
+}
+
+static void phase_encrypt(void)
+{
+	struct failures fail = { 0 };
+	char queue[2][128], note[128];
+	double secs[2] = { 0, 0 };
+	long queued[2] = { 0, 0 };
+	double rate[2];
+
+	for (int k = 0; k < 2; k++)
+		snprintf(queue[k], sizeof(queue[k]), "bench-%s-%s-b%d", run_id,
+			 k ? "encrypted" : "plain", PUSH_BIG_BATCH);
+	if (!encrypt_configure(queue[1], &fail)) {
+		failures_print("push b100 encrypted", &fail);
+		return;
+	}
+	for (int s = 0; s < 2 * ENC_SLICES; s++) {
+		struct push_run ph = { 0 };
+		double elapsed;
+		int k = s % 2;
+
+		ph.queue = queue[k];
+		ph.batch = PUSH_BIG_BATCH;
+		ph.nparts = 10;
+		ph.pl = &payloads[1];
+		ph.to_send = -1;
+		ph.stop_at = now() + opt.duration / ENC_SLICES;
+		push_run(&ph, PUSH_BIG_CONNS, &elapsed);
+		queued[k] += ph.queued;
+		secs[k] += elapsed;
+		failures_print(k ? "push b100 encrypted" : "push b100 plain (encryption phase)",
+			       &ph.fail);
+		free(ph.lat.v);
+	}
+	for (int k = 0; k < 2; k++)
+		rate[k] = secs[k] > 0 ? queued[k] / secs[k] : 0;
+	snprintf(note, sizeof(note), "[plain %.0f msg/s in the same slices: %.2fx of it; "
+		 "target >= 0.90x]", rate[0], rate[0] > 0 ? rate[1] / rate[0] : 0);
+	figure("push b100 1k encrypted 10p", rate[1], "msg/s", payloads[1].base, note);
+}
+
 /* ---------------------------------------------------------------- phase: pop + ack */
 
 struct pop_run {
@@ -2469,7 +2540,8 @@ static void usage(FILE *out)
 		"  --quick              small sizes for a smoke run (2 s phases, 10k pop backlog,\n"
 		"                       1000 partitions, 20 latency samples)\n"
 		"  --only LIST          phases to run, comma-separated:\n"
-		"                       baseline,push,pop,txn,timers,latency,retention,rss\n"
+		"                       baseline,push,pop,txn,timers,latency,retention,rss,\n"
+		"                       encrypt\n"
 		"  --pop-messages N     pop backlog size (default 200000)\n"
 		"  --many-partitions N  the \"many partitions\" count (default 10000)\n"
 		"  --samples N          long-poll latency samples (default 200)\n"
@@ -2567,7 +2639,7 @@ int main(int argc, char **argv)
 	bool duration_set = false, pop_set = false, many_set = false, samples_set = false;
 	int ch;
 	const char *only_names[] = { "baseline", "push", "pop", "txn", "timers", "latency",
-				     "retention", "rss" };
+				     "retention", "rss", "encrypt" };
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
@@ -2673,7 +2745,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (want("push") || want("pop") || want("txn") || want("timers") || want("latency") ||
-	    want("retention"))
+	    want("retention") || want("encrypt"))
 		check_health();
 	if (want("push")) {
 		int parts[2] = { 10, opt.many_partitions };
@@ -2684,6 +2756,8 @@ int main(int argc, char **argv)
 				phase_push(1, PUSH_SMALL_CONNS, &payloads[i], parts[k]);
 			}
 	}
+	if (want("encrypt"))
+		phase_encrypt();
 	if (want("pop")) {
 		phase_pop(10);
 		phase_pop(opt.many_partitions);

@@ -205,8 +205,6 @@ resync(struct dbconn *db)
 	int advanced = 0;
 	uint64_t mark = pidx_cursor_mark();
 
-	/* Configures on other brokers reach the encrypted-queue cache here too. */
-	pcrypt_refresh(db);
 	if (db_exec(db, SQL_INDEX_SNAPSHOT, NULL, &res) != QE_OK)
 		return -1;
 	for (int i = 0; i < PQntuples(res); i++) {
@@ -224,6 +222,9 @@ resync(struct dbconn *db)
 					     mark);
 	}
 	PQclear(res);
+	/* Configures on other brokers reach the encrypted-queue cache here too (after the
+	 * index: nothing waits on this one). */
+	pcrypt_refresh(db);
 	return advanced;
 }
 
