@@ -28,6 +28,72 @@
 static unsigned char keys[MAX_KEYS][KEY_LEN];	/* [0] = current, when has_key */
 static int nkeys, has_key;
 
+/* Sealing runs for every item pushed to an encrypted queue, so its fixed costs are paid
+ * once: the cipher is fetched once, each thread keeps a context keyed once, and IVs are drawn
+ * from the CSPRNG 256 at a time (one RAND_bytes call costs as much as the whole encryption of
+ * a 1 KiB payload; every IV is still random and used once). */
+#define IV_POOL 256
+
+struct sealer {
+	EVP_CIPHER_CTX *ctx;
+	int left;			/* unused IVs at the end of ivs */
+	unsigned char ivs[IV_POOL * IV_LEN];
+};
+
+static EVP_CIPHER *gcm;
+static pthread_key_t sealer_key;
+static pthread_once_t sealer_once = PTHREAD_ONCE_INIT;
+
+static void
+sealer_free(void *p)
+{
+	struct sealer *s = p;
+
+	EVP_CIPHER_CTX_free(s->ctx);
+	OPENSSL_cleanse(s->ivs, sizeof(s->ivs));
+	free(s);
+}
+
+static void
+sealer_key_make(void)
+{
+	QASSERT(pthread_key_create(&sealer_key, sealer_free) == 0);
+}
+
+/* This thread's sealer, its context keyed with the current key; NULL on an OpenSSL failure. */
+static struct sealer *
+sealer_get(void)
+{
+	struct sealer *s;
+
+	pthread_once(&sealer_once, sealer_key_make);
+	s = pthread_getspecific(sealer_key);
+	if (s)
+		return s;
+	s = calloc(1, sizeof(*s));
+	QASSERT(s != NULL);
+	s->ctx = EVP_CIPHER_CTX_new();
+	if (!s->ctx || EVP_EncryptInit_ex(s->ctx, gcm, NULL, keys[0], NULL) != 1) {
+		sealer_free(s);
+		return NULL;
+	}
+	pthread_setspecific(sealer_key, s);
+	return s;
+}
+
+/* The next unused random IV of this thread's pool. */
+static const unsigned char *
+next_iv(struct sealer *s)
+{
+	if (s->left == 0) {
+		if (RAND_bytes(s->ivs, sizeof(s->ivs)) != 1)
+			return NULL;
+		s->left = IV_POOL;
+	}
+	s->left--;
+	return s->ivs + (size_t)s->left * IV_LEN;
+}
+
 static pthread_rwlock_t set_lock = PTHREAD_RWLOCK_INITIALIZER;
 static char **set_names;
 static size_t set_n;
@@ -53,6 +119,8 @@ pcrypt_start(void)
 	const char *p = qconf.encryption_key_previous;
 
 	nkeys = 0;
+	gcm = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+	QASSERT(gcm != NULL);
 	has_key = qconf.encryption_key[0] != '\0';
 	if (has_key)
 		parse_key(qconf.encryption_key, keys[nkeys++]);
@@ -72,6 +140,8 @@ void
 pcrypt_stop(void)
 {
 	OPENSSL_cleanse(keys, sizeof(keys));
+	EVP_CIPHER_free(gcm);
+	gcm = NULL;
 	pthread_rwlock_wrlock(&set_lock);
 	for (size_t i = 0; i < set_n; i++)
 		free(set_names[i]);
@@ -190,8 +260,10 @@ add_b64(struct strbuf *sb, const unsigned char *p, size_t n)
 enum qe
 pcrypt_seal_for(const char *queue, const char *payload, size_t len, char **sealed)
 {
-	unsigned char iv[IV_LEN], tag[TAG_LEN], *ct = NULL;
+	unsigned char tag[TAG_LEN], *ct = NULL;
+	const unsigned char *iv = NULL;
 	EVP_CIPHER_CTX *ctx = NULL;
+	struct sealer *sl;
 	struct strbuf sb;
 	int outl = 0, fin = 0;
 	enum qe e = QE_INTERNAL;
@@ -203,9 +275,10 @@ pcrypt_seal_for(const char *queue, const char *payload, size_t len, char **seale
 		return QE_NO_KEY;
 	ct = malloc(len + 16);
 	QASSERT(ct != NULL);
-	ctx = EVP_CIPHER_CTX_new();
-	if (!ctx || RAND_bytes(iv, IV_LEN) != 1 ||
-	    EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, keys[0], iv) != 1 ||
+	sl = sealer_get();
+	ctx = sl ? sl->ctx : NULL;
+	iv = sl ? next_iv(sl) : NULL;
+	if (!ctx || !iv || EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, iv) != 1 ||
 	    EVP_EncryptUpdate(ctx, ct, &outl, (const unsigned char *)payload, (int)len) != 1 ||
 	    EVP_EncryptFinal_ex(ctx, ct + outl, &fin) != 1 ||
 	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, TAG_LEN, tag) != 1)
@@ -222,7 +295,6 @@ pcrypt_seal_for(const char *queue, const char *payload, size_t len, char **seale
 	*sealed = sb_steal(&sb, NULL);
 	e = QE_OK;
 out:
-	EVP_CIPHER_CTX_free(ctx);
 	free(ct);
 	return e;
 }
@@ -283,7 +355,7 @@ open_envelope(const json_t *env, size_t *plen)
 		EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
 		int outl = 0, fin = 0, ok;
 
-		ok = ctx && EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, keys[k], iv) == 1 &&
+		ok = ctx && EVP_DecryptInit_ex(ctx, gcm, NULL, keys[k], iv) == 1 &&
 		     EVP_DecryptUpdate(ctx, (unsigned char *)plain, &outl, ct, (int)ctl) == 1 &&
 		     EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG_LEN, tag) == 1 &&
 		     EVP_DecryptFinal_ex(ctx, (unsigned char *)plain + outl, &fin) == 1;
