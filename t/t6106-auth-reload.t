@@ -51,7 +51,8 @@ my $poll = bg(sub {
 		{ Authorization => 'Bearer ' . tok($a, 'a', 'boss') });
 	return $s;
 });
-select(undef, undef, undef, 0.5);
+ok(wait_until(sub { ((($b->get('/metrics'))[1] // {})->{longPoll}{parked} // 0) >= 1 }, 20),
+	'a long-poll is parked');
 
 QueenAuth::write_file($jwks, QueenAuth::jwks_json({ %{ $bk->{rsa}{jwk} }, kid => 'b' }));
 ok(hup_and_wait(qr/JWT keys and role names reloaded/), 'SIGHUP: the keys are reloaded')
