@@ -9,6 +9,7 @@ use warnings;
 use Test::More;
 use QueenTest;
 use QueenAuth;
+use Time::HiRes qw(time);
 
 plan skip_all => 'the openssl command line is not installed' unless QueenAuth::have_openssl();
 my $pg = start_pg();
@@ -115,6 +116,29 @@ QueenAuth::write_file("$dir/jwks.json", QueenAuth::jwks_json(@jwk));
 	}
 	cmp_ok(QueenAuth::hits($file) - $hits, '<=', 1,
 	    'five unknown kids in a row refetch at most once (5 s throttle)');
+	$b->stop;
+	QueenAuth::stop_server($srv);
+}
+
+# A slow JWKS server: a token with an unknown kid waits at most JWT_JWKS_TIMEOUT_MS for the
+# refetch, and is refused; known kids are served meanwhile.
+{
+	my $file = "$dir/slow.json";
+	QueenAuth::write_file($file, QueenAuth::jwks_json($jwk[0]));
+	my $srv = QueenAuth::serve_jwks($file, delay => 4, delay_after => 1);
+	my $b = start_queend(JWT_ENABLED => 'true', JWT_ALGORITHM => 'auto',
+		JWT_JWKS_URL => $srv->{url}, JWT_JWKS_TIMEOUT_MS => 1000);
+	my $started = time;
+	my $left = 5.3 - (time - $started);
+	select(undef, undef, undef, $left) if $left > 0;	# past the 5 s refetch throttle
+	my $t0 = time;
+	is(status_with($b, QueenAuth::token('ES256', $k->{ec}{priv}, \%claims, kid => 'slow')),
+	    401, 'slow JWKS: an unknown kid is refused');
+	my $took = time - $t0;
+	cmp_ok($took, '<', 3.5, sprintf('... after %.1f s: the wait is bounded by '
+	    . 'JWT_JWKS_TIMEOUT_MS, not the 4 s fetch', $took));
+	is(status_with($b, QueenAuth::token('RS256', $k->{rsa}{priv}, \%claims, kid => 'rsa-1')),
+	    200, '... and known kids are still served');
 	$b->stop;
 	QueenAuth::stop_server($srv);
 }

@@ -152,7 +152,7 @@ sub serve_jwks {
 			}
 			my $hits = -e "$file.hits" ? _slurp("$file.hits") : 0;
 			_spew("$file.hits", $hits + 1);
-			sleep $o{delay} if $o{delay};
+			sleep $o{delay} if $o{delay} && $hits + 1 > ($o{delay_after} // 0);
 			my $body = -e $file ? _slurp($file) : '';
 			my $status = -e $file ? '200 OK' : '404 Not Found';
 			print {$c} "HTTP/1.1 $status\r\nContent-Type: application/json\r\n" .
