@@ -124,6 +124,7 @@ cat >"$tmp/queend.env" <<EOF
 PG_HOST=127.0.0.1 PG_PORT=$pgport PG_USER=postgres PG_PASSWORD=x PG_DB=postgres
 PORT=$qport HOST=127.0.0.1 LOG_LEVEL=warn FILE_BUFFER_DIR=$tmp/spool
 RETENTION_INTERVAL=$BENCH_RETENTION_INTERVAL
+QUEEN_ENCRYPTION_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 EOF
 cat >"$tmp/restart-queend" <<EOF
 #!/bin/sh

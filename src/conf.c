@@ -74,9 +74,48 @@ static const struct conf_def conf_table[] = {
 	{ "FILE_BUFFER_DIR", NULL, CT_STR, F(file_buffer_dir), "/var/lib/queen/buffers", 0, 0,
 	  NULL, 0, 0, "directory of the push spool" },
 	{ "QUEEN_ENCRYPTION_KEY", NULL, CT_STR, F(encryption_key), "", 0, 0, NULL, 0, 1,
-	  "payload encryption key, 64 hex characters" },
+	  "payload encryption key (AES-256-GCM), 64 hex characters" },
+	{ "QUEEN_ENCRYPTION_KEY_PREVIOUS", NULL, CT_STR, F(encryption_key_previous), "", 0, 0,
+	  NULL, 0, 1, "comma list of former encryption keys, tried on reads" },
+	{ "QUEEN_PROTECTED_MODE", NULL, CT_BOOL, F(protected_mode), "on", 0, 0, NULL, 0, 0,
+	  "without JWT on a non-loopback address, refuse non-loopback peers (403)" },
 	{ "JWT_ENABLED", NULL, CT_BOOL, F(jwt_enabled), "false", 0, 0, NULL, 0, 0,
-	  "require a bearer token (not available in this release)" },
+	  "require a bearer token (JWT) outside JWT_SKIP_PATHS" },
+	{ "JWT_ALGORITHM", NULL, CT_ENUM, F(jwt_algorithm), "HS256", 0, 0,
+	  "HS256|HS384|HS512|RS256|RS384|RS512|ES256|EdDSA|auto", 1, 0,
+	  "token signature algorithm (auto: the token's, among those with keys)" },
+	{ "JWT_SECRET", NULL, CT_STR, F(jwt_secret), "", 0, 0, NULL, 1, 1,
+	  "HMAC secret of HS256/384/512 tokens" },
+	{ "JWT_PUBLIC_KEY", NULL, CT_STR, F(jwt_public_key), "", 0, 0, NULL, 1, 0,
+	  "PEM public key of RS*/ES256/EdDSA tokens, or @/path/to/key.pem" },
+	{ "JWT_JWKS_URL", NULL, CT_STR, F(jwt_jwks_url), "", 0, 0, NULL, 0, 0,
+	  "URL of a JWKS, fetched at start and refreshed" },
+	{ "JWT_JWKS_FILE", NULL, CT_STR, F(jwt_jwks_file), "", 0, 0, NULL, 1, 0,
+	  "path of a JWKS file, re-read on SIGHUP" },
+	{ "JWT_JWKS_REFRESH_INTERVAL", NULL, CT_INT, F(jwt_jwks_refresh_interval), "3600", 1,
+	  604800, NULL, 0, 0, "seconds between fetches of JWT_JWKS_URL" },
+	{ "JWT_JWKS_TIMEOUT_MS", NULL, CT_INT, F(jwt_jwks_timeout_ms), "5000", 100, 600000, NULL,
+	  0, 0, "fetch timeout of JWT_JWKS_URL, ms; longest a token with an unknown kid waits" },
+	{ "JWT_SKIP_PATHS", NULL, CT_STR, F(jwt_skip_paths), "/health,/metrics/prometheus,/metrics,/",
+	  0, 0, NULL, 1, 0, "comma list of paths served without a token (exact matches)" },
+	{ "JWT_CLOCK_SKEW", NULL, CT_INT, F(jwt_clock_skew), "30", 0, 86400, NULL, 1, 0,
+	  "seconds of clock skew allowed on exp, nbf and iat" },
+	{ "JWT_ISSUER", NULL, CT_STR, F(jwt_issuer), "", 0, 0, NULL, 1, 0,
+	  "required iss claim (empty: not checked)" },
+	{ "JWT_AUDIENCE", NULL, CT_STR, F(jwt_audience), "", 0, 0, NULL, 1, 0,
+	  "required aud claim, a string or one element of an array (empty: not checked)" },
+	{ "JWT_ROLES_CLAIM", NULL, CT_STR, F(jwt_roles_claim), "role", 0, 0, NULL, 1, 0,
+	  "claim holding the role as a string" },
+	{ "JWT_ROLES_ARRAY_CLAIM", NULL, CT_STR, F(jwt_roles_array_claim), "roles", 0, 0, NULL, 1,
+	  0, "claim holding the roles as an array" },
+	{ "JWT_ROLE_ADMIN", NULL, CT_STR, F(jwt_role_admin), "admin", 0, 0, NULL, 1, 0,
+	  "role name of the admin level" },
+	{ "JWT_ROLE_READ_WRITE", NULL, CT_STR, F(jwt_role_read_write), "read-write", 0, 0, NULL, 1,
+	  0, "role name of the read-write level" },
+	{ "JWT_ROLE_READ_ONLY", NULL, CT_STR, F(jwt_role_read_only), "read-only", 0, 0, NULL, 1, 0,
+	  "role name of the read-only level" },
+	{ "JWT_ROLE_WRITE_ONLY", NULL, CT_STR, F(jwt_role_write_only), "write-only", 0, 0, NULL, 1,
+	  0, "role name of the write-only level" },
 	{ "LOG_LEVEL", NULL, CT_ENUM, F(log_level), "info", 0, 0, "error|warn|info|debug", 1, 0,
 	  "least severe level logged" },
 	{ "QUEEN_MAX_QUEUED_JOBS", NULL, CT_INT, F(max_queued_jobs), "10000", 1, 10000000, NULL,
@@ -341,22 +380,47 @@ pg_ports_check(const struct conf *c, char *err, size_t errlen)
 }
 
 /* Checks that settings agree with each other, once all overlays are applied. */
+/* 64 hexadecimal characters: an AES-256 key. */
+static int
+is_key_hex(const char *k, size_t n)
+{
+	if (n != 64)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)k[i]))
+			return 0;
+	return 1;
+}
+
+/* Checks that settings agree with each other, once all overlays are applied. Key material
+ * itself (PEM, JWKS) is checked by auth_start, which names the variable too. */
 static int
 conf_validate(const struct conf *c, char *err, size_t errlen)
 {
 	const char *k = c->encryption_key;
 	struct in_addr addr;
 
-	if (k[0] != '\0') {
-		size_t n = strlen(k);
-		int hex = 1;
+	if (k[0] != '\0' && !is_key_hex(k, strlen(k))) {
+		snprintf(err, errlen, "QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters");
+		return -1;
+	}
+	for (const char *p = c->encryption_key_previous; *p;) {
+		size_t n = strcspn(p, ",");
 
-		for (size_t i = 0; i < n; i++)
-			hex &= isxdigit((unsigned char)k[i]) != 0;
-		if (n != 64 || !hex) {
-			snprintf(err, errlen, "QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters");
+		while (n && isspace((unsigned char)*p)) {
+			p++;
+			n--;
+		}
+		while (n && isspace((unsigned char)p[n - 1]))
+			n--;
+		if (!is_key_hex(p, n)) {
+			snprintf(err, errlen, "QUEEN_ENCRYPTION_KEY_PREVIOUS: must be a comma list of "
+				 "keys of 64 hexadecimal characters each");
 			return -1;
 		}
+		p += strcspn(p, ",");
+		if (*p == ',')
+			p++;
 	}
 	if (pg_ports_check(c, err, errlen) < 0)
 		return -1;
@@ -364,9 +428,10 @@ conf_validate(const struct conf *c, char *err, size_t errlen)
 		snprintf(err, errlen, "HOST: '%s' is not an IPv4 address", c->host);
 		return -1;
 	}
-	if (c->jwt_enabled) {
-		snprintf(err, errlen, "JWT_ENABLED: token authentication is not available in this "
-			 "release; unset it or put the broker behind an authenticating proxy");
+	if (c->jwt_enabled && !c->jwt_secret[0] && !c->jwt_public_key[0] && !c->jwt_jwks_url[0] &&
+	    !c->jwt_jwks_file[0]) {
+		snprintf(err, errlen, "JWT_ENABLED: no key material: set JWT_SECRET, "
+			 "JWT_PUBLIC_KEY, JWT_JWKS_URL or JWT_JWKS_FILE");
 		return -1;
 	}
 	return 0;

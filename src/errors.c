@@ -11,7 +11,7 @@ static const struct {
 	[QE_PARKED] = { 0, "parked", "parked" },
 	[QE_BAD_BODY] = { 400, "bad_body", "bad body" },
 	[QE_BAD_REQUEST] = { 400, "bad_request", "bad request" },
-	[QE_UNAUTHORIZED] = { 401, "unauthorized", "Unauthorized" },
+	[QE_UNAUTHORIZED] = { 401, "unauthorized", "Authentication required" },
 	[QE_FORBIDDEN] = { 403, "forbidden", "Insufficient permissions" },
 	[QE_NOT_FOUND] = { 404, "not_found", "not found" },
 	[QE_NO_RESOURCE] = { 404, "no_resource", "not found" },
@@ -20,6 +20,7 @@ static const struct {
 	[QE_BUSY] = { 429, "busy", "too many requests" },
 	[QE_INTERNAL] = { 500, "internal", "internal error" },
 	[QE_DB] = { 503, "db", "database unavailable" },
+	[QE_NO_KEY] = { 503, "no_key", "encryption key not configured" },
 	[QE_SHUTDOWN] = { 503, "shutdown", "server is shutting down" },
 };
 

@@ -20,6 +20,7 @@ enum qe {
 	QE_BUSY,		/* 429 job queue full */
 	QE_INTERNAL,		/* 500 */
 	QE_DB,			/* 503 database unavailable or failing */
+	QE_NO_KEY,		/* 503 encrypted queue, no QUEEN_ENCRYPTION_KEY */
 	QE_SHUTDOWN,		/* 503 the broker is stopping */
 	QE__COUNT
 };

@@ -2,6 +2,7 @@
  * queue, the long-poll list and one statistics query; /metrics/prometheus renders the same
  * snapshot in the text exposition format. */
 #include "h_ops.h"
+#include "auth.h"
 #include "conf.h"
 #include "dbpool.h"
 #include "http.h"
@@ -48,8 +49,10 @@ h_metrics(struct req *r, struct wk *w)
 	struct metrics_snapshot m;
 	struct strbuf sb;
 	char *stats = db_stats(w);
+	uint64_t refused[AUTH_REFUSAL__COUNT];
 
 	metrics_read(&m);
+	auth_counts(refused);
 	sb_init(&sb);
 	sb_addf(&sb, "{\"uptimeSeconds\":%lld,\"requests\":{\"total\":%llu,\"2xx\":%llu,"
 		"\"4xx\":%llu,\"5xx\":%llu},\"messages\":{\"pushed\":%llu,\"duplicates\":%llu,"
@@ -57,7 +60,9 @@ h_metrics(struct req *r, struct wk *w)
 		"\"pushCommits\":%llu,\"pool\":{\"size\":%lld,\"queuedJobs\":%ld,"
 		"\"dbErrors\":%llu},\"longPoll\":{\"parked\":%ld,\"wakeups\":%llu,"
 		"\"refused\":%llu,\"abandoned\":%llu,\"popQueries\":%llu},"
-		"\"spool\":{\"pendingCount\":%ld,\"failedCount\":%ld},\"database\":%s}",
+		"\"spool\":{\"pendingCount\":%ld,\"failedCount\":%ld},"
+		"\"authRefused\":{\"missing\":%llu,\"invalid\":%llu,\"expired\":%llu,"
+		"\"forbidden\":%llu,\"protected\":%llu},\"database\":%s}",
 		(long long)metrics_uptime_s(), (unsigned long long)m.requests,
 		(unsigned long long)m.req_2xx, (unsigned long long)m.req_4xx,
 		(unsigned long long)m.req_5xx, (unsigned long long)m.pushed,
@@ -66,8 +71,11 @@ h_metrics(struct req *r, struct wk *w)
 		(unsigned long long)m.dead_lettered, (unsigned long long)m.push_commits,
 		(long long)qconf.db_pool_size, wk_queued(), (unsigned long long)m.db_errors,
 		lp_parked(), (unsigned long long)m.wakeups, (unsigned long long)m.lp_refused,
-		(unsigned long long)m.abandoned, (unsigned long long)m.pop_queries, spool_pending(), spool_failed(),
-		stats);
+		(unsigned long long)m.abandoned, (unsigned long long)m.pop_queries, spool_pending(),
+		spool_failed(), (unsigned long long)refused[AUTH_MISSING],
+		(unsigned long long)refused[AUTH_INVALID], (unsigned long long)refused[AUTH_EXPIRED],
+		(unsigned long long)refused[AUTH_FORBIDDEN],
+		(unsigned long long)refused[AUTH_PROTECTED], stats);
 	free(stats);
 	req_reply_sb(r, 200, &sb);
 	return QE_OK;
@@ -154,6 +162,15 @@ h_prometheus(struct req *r, struct wk *w)
 	     (unsigned long long)spool_pending());
 	prom(&sb, "spool_failed", "gauge", "Spooled pushes set aside after refused replays.",
 	     (unsigned long long)spool_failed());
+	/* Refusals of authentication and protected mode, by reason (SPEC 17). */
+	uint64_t refused[AUTH_REFUSAL__COUNT];
+
+	auth_counts(refused);
+	sb_adds(&sb, "# HELP queen_auth_refused_total Requests refused by authentication, by "
+		     "reason.\n# TYPE queen_auth_refused_total counter\n");
+	for (int i = AUTH_PASS + 1; i < AUTH_REFUSAL__COUNT; i++)
+		sb_addf(&sb, "queen_auth_refused_total{reason=\"%s\"} %llu\n",
+			auth_refusal_name((enum auth_refusal)i), (unsigned long long)refused[i]);
 	/* Per queue, from the partition index (no query): partitions and offsets allocated. */
 	struct prom_queues pq;
 

@@ -13,6 +13,7 @@
 #include "longpoll.h"
 #include "metrics.h"
 #include "offmap.h"
+#include "pcrypt.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "router.h"
@@ -230,7 +231,7 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 		add_str_field(&sb, "transactionId", PQgetvalue(res, i, 5));
 		add_str_field(&sb, "traceId", PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6));
 		sb_adds(&sb, ",\"data\":");
-		sb_adds(&sb, PQgetisnull(res, i, 7) ? "null" : PQgetvalue(res, i, 7));
+		pcrypt_reveal_sb(&sb, PQgetisnull(res, i, 7) ? "null" : PQgetvalue(res, i, 7));
 		add_str_field(&sb, "createdAt", PQgetvalue(res, i, 8));
 		add_str_field(&sb, "partitionId", PQgetvalue(res, i, 0));
 		add_str_field(&sb, "partition", PQgetvalue(res, i, 1));
@@ -239,6 +240,8 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 		sb_adds(&sb, PQgetvalue(res, i, 3));
 		add_str_field(&sb, "leaseId", lease);
 		add_str_field(&sb, "consumerGroup", j->group);
+		if (!PQgetisnull(res, i, 13))
+			add_str_field(&sb, "producerSub", PQgetvalue(res, i, 13));
 		sb_addf(&sb, ",\"deliveryAttempt\":%s}", PQgetvalue(res, i, 9));
 	}
 	sb_addc(&sb, ']');

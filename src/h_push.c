@@ -24,6 +24,7 @@
 #include "longpoll.h"
 #include "metrics.h"
 #include "names.h"
+#include "pcrypt.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "spool.h"
@@ -39,6 +40,8 @@ struct push_job {
 	size_t n;
 	struct push_item *items;
 	char *arena;		/* decoded strings and payload texts of the items */
+	char **sealed;		/* envelopes of the items of encrypted queues */
+	size_t nsealed;
 };
 
 static void
@@ -50,6 +53,9 @@ push_job_free(void *p)
 		return;
 	free(j->items);
 	free(j->arena);
+	for (size_t i = 0; i < j->nsealed; i++)
+		free(j->sealed[i]);
+	free(j->sealed);
 	free(j);
 }
 
@@ -80,6 +86,36 @@ check_item(struct req *r, const char *list, size_t i, const struct push_item *it
 	return QE_OK;
 }
 
+/* Seals the payload of an item bound for an encrypted queue (SPEC 17), before anything can
+ * store it. keep == NULL: the payload is malloc'd and replaced; else the envelope is added to
+ * keep's list and the arena payload left alone. */
+static enum qe
+seal(struct req *r, struct push_item *it, struct push_job *keep)
+{
+	char *env;
+	enum qe e = pcrypt_seal_for(it->queue, it->payload, strlen(it->payload), &env);
+
+	if (e != QE_OK) {
+		if (!keep) {
+			free(it->payload);
+			it->payload = NULL;
+		}
+		return req_fail(r, e, "%s", e == QE_NO_KEY ? "encryption key not configured"
+							   : "payload encryption failed");
+	}
+	if (!env)
+		return QE_OK;
+	if (keep) {
+		keep->sealed = realloc(keep->sealed, (keep->nsealed + 1) * sizeof(char *));
+		QASSERT(keep->sealed != NULL);
+		keep->sealed[keep->nsealed++] = env;
+	} else {
+		free(it->payload);
+	}
+	it->payload = env;
+	return QE_OK;
+}
+
 enum qe
 h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it, struct push_item *out)
 {
@@ -99,6 +135,7 @@ h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it, struct 
 	out->partition = p ? json_string_value(p) : "Default";
 	out->txn = t ? json_string_value(t) : NULL;
 	out->trace = tr ? json_string_value(tr) : NULL;
+	out->sub = r->auth.sub;	/* a producerSub in the body is ignored (SPEC 17) */
 	e = check_item(r, list, i, out, q ? json_string_length(q) : 0,
 		       p ? json_string_length(p) : 7, t ? json_string_length(t) : 0,
 		       tr ? json_string_length(tr) : 0);
@@ -110,7 +147,7 @@ h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it, struct 
 	out->payload = payload ? json_dumps(payload, JSON_COMPACT | JSON_ENCODE_ANY)
 			       : strdup("null");
 	QASSERT(out->payload != NULL);
-	return QE_OK;
+	return seal(r, out, NULL);
 }
 
 /* Decodes the string (or null) member value at the scanner into the arena. */
@@ -148,6 +185,7 @@ scan_item(struct req *r, struct jscan *s, size_t i, char **arena, struct push_it
 
 	memset(it, 0, sizeof(*it));
 	it->partition = "Default";
+	it->sub = r->auth.sub;	/* a producerSub in the body is ignored (SPEC 17) */
 	if (js_peek(s) != JS_OBJECT)
 		return req_fail(r, QE_BAD_BODY, "items[%zu] must be an object", i);
 	js_begin(s, '{');
@@ -214,6 +252,8 @@ scan_items(struct req *r, struct jscan *s, struct push_job *j)
 			QASSERT(j->items != NULL);
 		}
 		e = scan_item(r, s, j->n, &arena, &j->items[j->n]);
+		if (e == QE_OK)
+			e = seal(r, &j->items[j->n], j);
 		if (e != QE_OK)
 			return e;
 		j->n++;
@@ -299,7 +339,7 @@ build_params(struct push_item *const *items, size_t n, int keyed, struct strbuf 
 		sb_add_pgelem(&sb[4], it->txn ? it->txn : keyed ? it->id : NULL);
 		sb_add_pgelem(&sb[5], it->trace);
 		sb_pgbin_text_elem(&sb[PUSH_PAYLOADS], it->payload);
-		sb_add_pgelem(&sb[7], NULL);
+		sb_add_pgelem(&sb[7], it->sub);
 	}
 	for (int k = 0; k < 8; k++)
 		if (k != PUSH_PAYLOADS)

@@ -20,6 +20,7 @@ struct push_item {
 	const char *txn;		/* NULL: the message id is the transactionId */
 	const char *trace;
 	char *payload;			/* compact JSON text, malloc'd: the owner frees it */
+	const char *sub;		/* producerSub: the token's sub, borrowed; NULL = none */
 	char id[UUID_STR_LEN];
 	/* verdict */
 	const char *status;		/* queued, duplicate, buffered or failed */

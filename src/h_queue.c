@@ -7,6 +7,7 @@
 #include "jsonio.h"
 #include "longpoll.h"
 #include "names.h"
+#include "pcrypt.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "workers.h"
@@ -80,9 +81,10 @@ pick_options(json_t *src, json_t *dst)
 			ok = json_is_integer(v) && json_integer_value(v) >= queue_options[i].min &&
 			     json_integer_value(v) <= queue_options[i].max;
 		}
+		/* Never plaintext for an encrypted queue: without a key, refuse to make one. */
 		if (ok && strcmp(queue_options[i].name, "encryptionEnabled") == 0 &&
-		    json_is_true(v))
-			ok = 0; /* payload encryption is not available in this release */
+		    json_is_true(v) && !pcrypt_has_key())
+			ok = 0;
 		if (!ok)
 			return queue_options[i].name;
 		json_object_set(dst, queue_options[i].name, v);
@@ -132,6 +134,9 @@ h_configure_prepare(struct req *r)
 	if (bad) {
 		json_decref(picked);
 		req_err_field(r, "invalid", json_string(bad));
+		if (strcmp(bad, "encryptionEnabled") == 0 && !pcrypt_has_key())
+			return req_fail(r, QE_BAD_REQUEST, "encryptionEnabled: this broker has no "
+					"QUEEN_ENCRYPTION_KEY; nothing may be stored in plaintext");
 		return req_fail(r, QE_BAD_REQUEST, "invalid queue option: %s", bad);
 	}
 	j = calloc(1, sizeof(*j));
@@ -157,8 +162,14 @@ h_configure_run(struct req *r, struct wk *w)
 
 	/* Options such as delayedProcessing may make data deliverable or not: let parked pops
 	 * look again. Labels may have changed: the index picks them up at its next resync. */
-	if (e == QE_OK)
+	if (e == QE_OK) {
+		json_t *a = json_loadb(r->resp, r->resp_len, 0, NULL);
+
+		pcrypt_note(j->queue, json_is_true(json_object_get(json_object_get(a, "options"),
+								     "encryptionEnabled")));
+		json_decref(a);
 		lp_wake_queue(j->queue, 1);
+	}
 	return e;
 }
 

@@ -8,6 +8,7 @@
 #include "http.h"
 #include "jsonio.h"
 #include "names.h"
+#include "pcrypt.h"
 #include "qassert.h"
 #include "uuid.h"
 #include "workers.h"
@@ -235,6 +236,22 @@ validate_schedule(struct req *r, long i, json_t *o, const char *queue, const cha
 		return op_fail(r, QE_TOO_LARGE, CODE_TOO_LARGE, i,
 			       "payload is %zu bytes, the limit is %d", plen, TIMERS_MAX_PAYLOAD);
 	}
+	/* A timer waits in PostgreSQL: for an encrypted queue its payload is sealed now. */
+	{
+		char *env;
+
+		e = pcrypt_seal_for(queue, payload, plen, &env);
+		if (e != QE_OK) {
+			free(payload);
+			return op_fail(r, e, CODE_BAD, i, "%s", e == QE_NO_KEY
+				       ? "encryption key not configured" : "payload encryption failed");
+		}
+		if (env) {
+			free(payload);
+			payload = env;
+			plen = strlen(env);
+		}
+	}
 	uuid_v7(id);
 	n = json_object();
 	json_object_set_new(n, "op", json_string("schedule"));
@@ -246,6 +263,9 @@ validate_schedule(struct req *r, long i, json_t *o, const char *queue, const cha
 	json_object_set_new(n, "messageId", json_string(id));
 	/* jansson's own output: valid UTF-8, no need to check a megabyte again. */
 	json_object_set_new(n, "payload", json_stringn_nocheck(payload, plen));
+	/* The producer is who the token says, whatever the body claims (SPEC 17). */
+	if (r->auth.sub)
+		json_object_set_new(n, "producerSub", json_string(r->auth.sub));
 	free(payload);
 	*norm = n;
 	return QE_OK;
@@ -430,7 +450,7 @@ h_timers_get(struct req *r, struct wk *w)
 	sb_init(&sb);
 	sb_add(&sb, timer, (size_t)PQgetlength(res, 0, 0) - 1);
 	sb_adds(&sb, ", \"payload\": ");
-	sb_add(&sb, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
+	pcrypt_reveal_sb(&sb, PQgetvalue(res, 0, 1));
 	sb_addc(&sb, '}');
 	PQclear(res);
 	req_reply_sb(r, 200, &sb);

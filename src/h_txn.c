@@ -46,7 +46,7 @@
 
 #define TXN_VERDICT_STATE "QT001"	/* transaction.sql: the call must not commit */
 #define TXN_REGROUP_STATE "QT002"	/* transaction.sql: bundles of one call depend on each other */
-#define TXN_PARAMS 19			/* parameters of queen_txn */
+#define TXN_PARAMS 20			/* parameters of queen_txn */
 #define TXN_TRIES 2			/* a deadlock or serialization failure: once more */
 
 /* One result of the operations part, in body order: a push item or an ack. */
@@ -379,6 +379,7 @@ build_params(struct txn_job **jobs, size_t n, struct strbuf sb[TXN_PARAMS], int 
 			add_elem(&sb[4], it->txn);
 			add_elem(&sb[5], it->trace);
 			add_elem(&sb[6], it->payload);
+			add_elem(&sb[19], it->sub);
 		}
 		for (size_t i = 0; i < j->na; i++, na++) {
 			struct ack_item *it = &j->ack[i];

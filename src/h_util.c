@@ -4,6 +4,7 @@
 #include "dbpool.h"
 #include "http.h"
 #include "jsonio.h"
+#include "pcrypt.h"
 #include "router.h"
 #include "workers.h"
 
@@ -43,9 +44,15 @@ h_reply_sql_json(struct req *r, struct wk *w, enum sql_id id, const char *const 
 
 	if (e != QE_OK)
 		return req_fail(r, e, "database unavailable");
+	size_t len;
+
 	if (!json)
 		return req_fail(r, QE_NO_RESOURCE, "%s", not_found);
-	req_reply(r, 200, json, strlen(json));
+	/* Every payload a read view returns (message list and detail, dead letters) is
+	 * revealed here, in one place: encrypted envelopes become their plaintext. */
+	len = strlen(json);
+	pcrypt_reveal_doc(&json, &len);
+	req_reply(r, 200, json, len);
 	return QE_OK;
 }
 

@@ -89,6 +89,7 @@ req_free(struct req *r)
 	}
 	atomic_fetch_sub(&http_inflight, (int64_t)r->body_held);
 	sb_free(&r->body);
+	auth_id_clear(&r->auth);
 	json_decref(r->json);
 	json_decref(r->err_extra);
 	free(r->err_msg);
@@ -218,6 +219,8 @@ render_error(struct req *r, enum qe e)
 		json_object_set_new(body, "limit", json_integer(qconf.max_body_bytes));
 	if (e == QE_BUSY)
 		req_header(r, "Retry-After", "1");
+	if (e == QE_UNAUTHORIZED)
+		req_header(r, "WWW-Authenticate", "Bearer");
 	r->content_type = NULL;
 	req_reply_json(r, qe_status(e), body);
 }
@@ -349,14 +352,45 @@ check_params(struct req *r, const size_t *plens)
 	return QE_OK;
 }
 
+/* Answers an authentication refusal with the body SPEC 17 writes for it, and counts it. */
+static enum MHD_Result
+refuse(struct req *r, enum auth_refusal why)
+{
+	static const char *const msg[AUTH_REFUSAL__COUNT] = {
+		[AUTH_MISSING] = "Authentication required",
+		[AUTH_INVALID] = "Invalid token",
+		[AUTH_EXPIRED] = "Token has expired",
+		[AUTH_FORBIDDEN] = "Insufficient permissions",
+		[AUTH_PROTECTED] = "protected mode: enable JWT authentication or set "
+				   "QUEEN_PROTECTED_MODE=off",
+	};
+	enum qe e = why == AUTH_FORBIDDEN || why == AUTH_PROTECTED ? QE_FORBIDDEN
+								 : QE_UNAUTHORIZED;
+
+	QASSERT(why > AUTH_PASS && why < AUTH_REFUSAL__COUNT);
+	auth_count(why);
+	return reply_now(r, req_fail(r, e, "%s", why == AUTH_EXPIRED && r->auth.not_yet
+						    ? "Token not yet valid" : msg[why]));
+}
+
 static enum MHD_Result
 start_request(struct req *r)
 {
+	const union MHD_ConnectionInfo *ci;
+	enum auth_refusal why;
 	char allow[64];
 	size_t plens[REQ_MAX_PARAMS];
 	const char *cl;
 	enum qe e;
 
+	/* Authentication comes before routing (SPEC 17): an unknown path without a token is a
+	 * 401, so the route table cannot be probed anonymously. */
+	ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	why = auth_authenticate(r->path, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+								     MHD_HTTP_HEADER_AUTHORIZATION),
+				ci ? ci->client_addr : NULL, &r->auth);
+	if (why != AUTH_PASS)
+		return refuse(r, why);
 	switch (route_match(r->method, r->path, &r->route, r->params, plens, &r->nparams, allow,
 			    sizeof(allow))) {
 	case ROUTE_NO_PATH:
@@ -367,6 +401,8 @@ start_request(struct req *r)
 	case ROUTE_FOUND:
 		break;
 	}
+	if (!auth_allows(&r->auth, r->route->level))
+		return refuse(r, AUTH_FORBIDDEN);
 	if ((e = check_params(r, plens)) != QE_OK)
 		return reply_now(r, e);
 	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_query, r);

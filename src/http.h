@@ -12,6 +12,7 @@
 #ifndef QUEEN_HTTP_H
 #define QUEEN_HTTP_H
 
+#include "auth.h"
 #include "errors.h"
 #include "strbuf.h"
 
@@ -41,6 +42,7 @@ struct req {
 	int bad_input;			/* a query value was refused (err_msg says which) */
 	int deferred;			/* body not parsed yet: a worker does it first */
 	json_t *json;			/* parsed body, or NULL when the request had none */
+	struct auth_id auth;		/* the sender: grants, token sub */
 
 	void *job;			/* the handler's typed job, freed with job_free */
 	void (*job_free)(void *job);

@@ -4,6 +4,7 @@
  * long-poll thread, maintenance thread, HTTP, then READY=1 to systemd. Signals are blocked in
  * every thread and taken here with sigwait: SIGTERM/SIGINT drain and exit 0, SIGHUP reloads
  * what can change at runtime (a bad new configuration is logged and the old one kept). */
+#include "auth.h"
 #include "conf.h"
 #include "dbpool.h"
 #include "http.h"
@@ -13,6 +14,7 @@
 #include "metrics.h"
 #include "migrate.h"
 #include "offmap.h"
+#include "pcrypt.h"
 #include "pindex.h"
 #include "workers.h"
 
@@ -110,6 +112,7 @@ reload(void)
 	lv = log_level_parse(qconf.log_level);
 	if (lv > 0)
 		log_set_level((enum log_level)lv);
+	auth_reload();
 	log_info("configuration reloaded");
 }
 
@@ -124,6 +127,8 @@ shutdown_all(void)
 	maint_stop();
 	lp_stop();
 	http_stop();
+	auth_stop();
+	pcrypt_stop();
 	pidx_thread_offline();
 	pidx_destroy();
 	om_destroy();
@@ -186,6 +191,13 @@ main(int argc, char **argv)
 	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
 	raise_fd_limit();
 	metrics_start();
+	/* Key material before anything else: a broker that cannot authenticate must not start. */
+	if (auth_start(err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		conf_free(&qconf);
+		return 2;
+	}
+	pcrypt_start();
 	pidx_init();
 	om_init();
 	pidx_thread_online();
@@ -197,6 +209,7 @@ main(int argc, char **argv)
 	for (;;) {
 		pg = wait_for_database(&stop);
 		if (!pg) {
+			auth_stop();
 			pidx_thread_offline();
 			pidx_destroy();
 			om_destroy();
@@ -212,6 +225,7 @@ main(int argc, char **argv)
 	if (mrc < 0) {
 		PQfinish(pg);
 		log_error("cannot bring the database schema up to date; stopping");
+		auth_stop();
 		pidx_thread_offline();
 		pidx_destroy();
 		om_destroy();

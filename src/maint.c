@@ -8,6 +8,7 @@
 #include "http.h"
 #include "log.h"
 #include "longpoll.h"
+#include "pcrypt.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "retention.h"
@@ -241,6 +242,9 @@ resync(struct dbconn *db)
 					     mark);
 	}
 	PQclear(res);
+	/* Configures on other brokers reach the encrypted-queue cache here too (after the
+	 * index: nothing waits on this one). */
+	pcrypt_refresh(db);
 	return advanced;
 }
 

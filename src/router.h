@@ -5,6 +5,7 @@
 #ifndef QUEEN_ROUTER_H
 #define QUEEN_ROUTER_H
 
+#include "auth.h"
 #include "errors.h"
 #include "sqlstmt.h"
 
@@ -20,6 +21,9 @@ enum route_body { BODY_NONE, BODY_JSON, BODY_JSON_OPTIONAL, BODY_RAW };
 struct route {
 	const char *method;
 	const char *pattern;
+	/* Who may call it (SPEC 17): the least role level a token needs. Paths in
+	 * JWT_SKIP_PATHS are public whatever their level. */
+	enum auth_level level;
 	enum route_body body;
 	/* MHD thread, optional: validate the parsed request and build req->job. Never blocks. */
 	enum qe (*prepare)(struct req *r);

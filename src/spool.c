@@ -34,8 +34,9 @@
 #define REC_MAX (1u << 30)		/* a longer body is corruption, not a record */
 #define F_TXN 1
 #define F_TRACE 2
+#define F_SUB 4			/* producerSub (SPEC 17); records without it read as before */
 #define F_SENT 0x80		/* sent to the database before it was spooled (spool.h) */
-#define F_KNOWN (F_TXN | F_TRACE | F_SENT)
+#define F_KNOWN (F_TXN | F_TRACE | F_SUB | F_SENT)
 
 #define SEG_MAX_BYTES ((off_t)16 << 20)	/* a segment is sealed once it holds this much */
 #define SEG_NAME_LEN 31			/* "seg-" 20 digits ".spool" and the NUL */
@@ -167,14 +168,15 @@ rec_encode(struct strbuf *sb, const struct push_item *it, int64_t spooled_ms, in
 	uint32_t len;
 
 	if (strlen(it->payload) + strlen(it->queue) + strlen(it->partition) +
-	    (it->txn ? strlen(it->txn) : 0) + (it->trace ? strlen(it->trace) : 0) >
+	    (it->txn ? strlen(it->txn) : 0) + (it->trace ? strlen(it->trace) : 0) +
+	    (it->sub ? strlen(it->sub) : 0) >
 	    REC_MAX - REC_FIXED - 64)
 		return -1;
 	sb_add(sb, "\0\0\0\0\0\0\0\0\0\0\0\0", REC_HDR);
 	body = sb->len;
 	fixed[0] = REC_VERSION;
 	fixed[1] = (unsigned char)((it->txn ? F_TXN : 0) | (it->trace ? F_TRACE : 0) |
-				   (sent ? F_SENT : 0));
+				   (it->sub ? F_SUB : 0) | (sent ? F_SENT : 0));
 	fixed[2] = fixed[3] = 0;
 	put64(fixed + 4, (uint64_t)spooled_ms);
 	sb_add(sb, (const char *)fixed, sizeof(fixed));
@@ -186,6 +188,8 @@ rec_encode(struct strbuf *sb, const struct push_item *it, int64_t spooled_ms, in
 		add_str(sb, it->txn);
 	if (it->trace)
 		add_str(sb, it->trace);
+	if (it->sub)
+		add_str(sb, it->sub);
 	add_str(sb, it->payload);
 	QASSERT(sb->len - body < REC_MAX);
 	len = (uint32_t)(sb->len - body);
@@ -258,6 +262,7 @@ spool_rec_decode(const unsigned char *b, size_t len, struct push_item *it, char 
 	    take_str(b, len, &pos, &out, &it->partition) < 0 ||
 	    ((b[1] & F_TXN) && take_str(b, len, &pos, &out, &it->txn) < 0) ||
 	    ((b[1] & F_TRACE) && take_str(b, len, &pos, &out, &it->trace) < 0) ||
+	    ((b[1] & F_SUB) && take_str(b, len, &pos, &out, &it->sub) < 0) ||
 	    take_str(b, len, &pos, &out, &payload) < 0 || pos != len || !it->queue[0] ||
 	    !it->partition[0]) {
 		free(*mem);

@@ -18,7 +18,7 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"SELECT partition_id, partition_name, queue_name, off, message_id, txn_id, trace_id, "
 		"payload, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
 		"attempt, committed, log_end, "
-		"(extract(epoch FROM lease_expires_at) * 1000)::bigint "
+		"(extract(epoch FROM lease_expires_at) * 1000)::bigint, producer_sub "
 		"FROM queen_pop($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::bool, $10, "
 		"$11::timestamptz, $12::uuid, $13::uuid[])", 13 },
 	[SQL_ACK] = { "ack",
@@ -39,6 +39,8 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_QUEUE_DELETE] = { "queue_delete", "SELECT queen_queue_delete($1)::text", 1 },
 	[SQL_DLQ_LIST] = { "dlq_list",
 		"SELECT queen_dlq_list($1, $2, $3::int, $4::int)::text", 4 },
+	[SQL_ENCRYPTED_QUEUES] = { "encrypted_queues",
+		"SELECT name FROM queen_queues WHERE encryption_enabled", 0 },
 	[SQL_INDEX_SNAPSHOT] = { "index_snapshot",
 		"SELECT queue_id, queue_name, namespace, task, partition_id, partition_name, "
 		"log_end, group_name, committed, "
@@ -104,7 +106,7 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"noop, body FROM queen_txn($1::uuid[], $2::text[], $3::text[], $4::uuid[], "
 		"$5::text[], $6::text[], $7::text[], $8::text[], $9::uuid[], $10::text[], "
 		"$11::text[], $12::uuid[], $13::text[], $14::int[], $15::uuid[], $16::int[], "
-		"$17::jsonb, $18::jsonb, $19::int[])", 19 },
+		"$17::jsonb, $18::jsonb, $19::int[], $20::text[])", 20 },
 };
 
 const struct sql_stmt *

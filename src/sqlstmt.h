@@ -54,6 +54,8 @@ enum sql_id {
 	/* spool replay (schema/functions/push.sql, spool.sql) */
 	SQL_SPOOL_PUSH,
 	SQL_SPOOL_STORED,
+	/* payload encryption: the queues with encryptionEnabled (pcrypt.c) */
+	SQL_ENCRYPTED_QUEUES,
 	SQL__COUNT
 };
 

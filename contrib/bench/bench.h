@@ -348,6 +348,7 @@ void phase_drain(void);
 void phase_groups(void);
 void phase_steady(void);
 void phase_scale(void);
+void phase_encrypt(void);
 
 /* Figures shared between phases of one run: 0 = not measured in this run. */
 extern double fig_push_b100;		/* push b100 1KiB 16c 10p, msg/s */

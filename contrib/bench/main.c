@@ -81,6 +81,8 @@ static const struct phase {
 	  "4 and 16 groups on the same messages vs a lone one" },
 	{ "steady", phase_steady, true,
 	  "push at half capacity with consumers: backlog, latency" },
+	{ "encrypt", phase_encrypt, true,
+	  "b100 1 KiB to an encrypted and a plain queue, alternating" },
 	{ "txn", phase_txn, true,
 	  "pop, then ack+push transactions, vs b1 pushes" },
 	{ "timers", phase_timers, true,

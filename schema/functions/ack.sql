@@ -242,10 +242,11 @@ BEGIN
 	), dq AS (
 		INSERT INTO queen_dlq (queue_id, partition_id, queue_name, partition_name,
 				       group_name, off, message_id, txn_id, trace_id, payload,
-				       error_message, retry_count, created_at, failed_at)
+				       error_message, retry_count, created_at, failed_at, producer_sub)
 		SELECT fin.qid, fin.pid, fin.qname, fin.pname, fin.g, fin.head,
 		       s.ids[k.k], s.txn_ids[k.k], s.trace_ids[k.k], s.payloads[k.k],
-		       coalesce(fin.herr, 'Retries exhausted'), fin.rc, s.created_at, now()
+		       coalesce(fin.herr, 'Retries exhausted'), fin.rc, s.created_at, now(),
+		       s.producer_subs[k.k]
 		FROM fin
 		JOIN queen_segments s ON s.partition_id = fin.pid
 			AND s.base_offset <= fin.head AND s.base_offset > fin.head - 1000

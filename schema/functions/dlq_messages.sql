@@ -13,7 +13,7 @@ LANGUAGE sql STABLE AS $$
 					'queue', d.queue_name, 'partition', d.partition_name,
 					'consumerGroup', d.group_name, 'offset', d.off,
 					'errorMessage', d.error_message, 'retryCount', d.retry_count,
-					'traceId', d.trace_id,
+					'traceId', d.trace_id, 'producerSub', d.producer_sub,
 					'createdAt', queen_ts(d.created_at),
 					'failedAt', queen_ts(d.failed_at))::text, 'data',
 					d.payload) AS j
@@ -83,7 +83,8 @@ BEGIN
 	v_txn := 'dlq:' || d.id::text;
 	SELECT x.status, x.message_id, x.queue_id, x.partition_id, x.off, x.log_end INTO r
 	FROM queen_push(NULL, ARRAY[v_queue], ARRAY[v_part], ARRAY[p_msg_id], ARRAY[v_txn],
-			ARRAY[d.trace_id], ARRAY[coalesce(d.payload, 'null')], NULL) x;
+			ARRAY[d.trace_id], ARRAY[coalesce(d.payload, 'null')],
+			ARRAY[d.producer_sub]) x;
 	IF r.status = 'queued' THEN
 		DELETE FROM queen_dlq x WHERE x.id = d.id;
 	END IF;
@@ -262,7 +263,7 @@ BEGIN
 	IF v_off IS NOT NULL THEN
 		SELECT s.ids[k.k] AS mid, s.txn_ids[k.k] AS txn, s.trace_ids[k.k] AS trace,
 		       s.payloads[k.k] AS payload, s.created_at, p.name AS pname, q.name AS qname,
-		       q.namespace, q.task
+		       q.namespace, q.task, s.producer_subs[k.k] AS sub
 		INTO m
 		FROM queen_segments s
 		JOIN queen_partitions p ON p.id = s.partition_id
@@ -277,7 +278,7 @@ BEGIN
 	ELSE
 		SELECT d.message_id AS mid, d.txn_id AS txn, d.trace_id AS trace, d.payload,
 		       d.created_at, d.partition_name AS pname, d.queue_name AS qname,
-		       q.namespace, q.task, d.off
+		       q.namespace, q.task, d.producer_sub AS sub, d.off
 		INTO m
 		FROM queen_dlq d LEFT JOIN queen_queues q ON q.id = d.queue_id
 		WHERE d.txn_id = p_txn AND d.partition_id = p_pid
@@ -325,7 +326,7 @@ BEGIN
 		'queue', m.qname, 'partition', m.pname, 'queuePath', m.qname || '/' || m.pname,
 		'namespace', m.namespace, 'task', m.task, 'offset', v_off,
 		'status', v_status, 'inLog', v_in_log,
-		'traceId', m.trace,
+		'traceId', m.trace, 'producerSub', m.sub,
 		'createdAt', queen_ts(m.created_at),
 		'errorMessage', v_dl->0->'errorMessage', 'retryCount', v_dl->0->'retryCount',
 		'groups', v_groups, 'deadLetters', v_dl)::text, 'data', m.payload), 'payload',

@@ -26,7 +26,8 @@ CREATE FUNCTION queen_pop(p_queue text, p_partition text, p_namespace text, p_ta
 			  p_candidates uuid[])
 RETURNS TABLE (partition_id uuid, partition_name text, queue_name text, off bigint,
 	       message_id uuid, txn_id text, trace_id text, payload text, created_at timestamptz,
-	       attempt int, committed bigint, log_end bigint, lease_expires_at timestamptz)
+	       attempt int, committed bigint, log_end bigint, lease_expires_at timestamptz,
+	       producer_sub text)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -120,13 +121,14 @@ BEGIN
 				  c.attempt_count AS att, c.lease_expires_at AS lexp
 		)
 		SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
-		       z.created_at, z.att, z.cmt, z.lend, z.lexp
+		       z.created_at, z.att, z.cmt, z.lend, z.lexp, z.sub
 		FROM (SELECT qt.o, qt.pid, qt.pname, qt.qname, s.base_offset + r.lo - 1 AS first,
 			     s.created_at, upd.att, upd.cmt, qt.lend, upd.lexp,
 			     generate_series(0, r.hi - r.lo) AS k,
 			     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
 			     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
-			     unnest(s.payloads[r.lo:r.hi]) AS payload
+			     unnest(s.payloads[r.lo:r.hi]) AS payload,
+			     unnest(s.producer_subs[r.lo:r.hi]) AS sub
 		      FROM qt
 		      JOIN upd ON upd.pid = qt.pid
 		      JOIN queen_segments s ON s.partition_id = qt.pid
@@ -311,7 +313,7 @@ BEGIN
 					queen_cursor_start(p.id, p.log_start, p.next_offset,
 							   p.created_at, p.last_created_at,
 							   s.start_at)),
-			       p.next_offset - 1, c.lease_expires_at
+			       p.next_offset - 1, c.lease_expires_at, NULL::text
 			FROM (SELECT DISTINCT u.pid FROM unnest(v_cand) AS u (pid)) u
 			JOIN queen_partitions p ON p.id = u.pid
 			LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
@@ -369,13 +371,14 @@ BEGIN
 	-- The messages: set-returning functions in the select list run in lockstep and stream
 	-- (ProjectSet), where a function in FROM would fill a tuple store per segment.
 	SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
-	       z.created_at, z.att, z.cmt, z.lend, z.lexp
+	       z.created_at, z.att, z.cmt, z.lend, z.lexp, z.sub
 	FROM (SELECT qt.o, qt.pid, qt.pname, qt.qname, s.base_offset + r.lo - 1 AS first,
 		     s.created_at, upd.att, upd.cmt, qt.lend, upd.lexp,
 		     generate_series(0, r.hi - r.lo) AS k,
 		     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
 		     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
-		     unnest(s.payloads[r.lo:r.hi]) AS payload
+		     unnest(s.payloads[r.lo:r.hi]) AS payload,
+		     unnest(s.producer_subs[r.lo:r.hi]) AS sub
 	      FROM qt
 	      JOIN upd ON upd.pid = qt.pid
 	      JOIN queen_segments s ON s.partition_id = qt.pid

@@ -12,21 +12,21 @@ LANGUAGE sql AS $$
 	WITH x AS (
 		SELECT * FROM ROWS FROM (jsonb_to_recordset(p_ops) AS (op text, queue text,
 			"timerKey" text, partition text, "delayMs" bigint, txn text,
-			"messageId" uuid, payload text))
-			WITH ORDINALITY AS x (op, queue, k, part, delay, txn, mid, payload, o)
+			"messageId" uuid, payload text, "producerSub" text))
+			WITH ORDINALITY AS x (op, queue, k, part, delay, txn, mid, payload, sub, o)
 	), ins AS (
 		INSERT INTO queen_timers AS t (queue_name, timer_key, partition_name, deliver_at,
-					       txn, message_id, payload, created_at)
+					       txn, message_id, payload, created_at, producer_sub)
 		SELECT x.queue, x.k, coalesce(x.part, 'Default'),
 		       now() + x.delay * interval '1 millisecond', coalesce(x.txn, x.mid::text),
-		       x.mid, x.payload, now()
+		       x.mid, x.payload, now(), x.sub
 		FROM x WHERE x.op = 'schedule'
 		ORDER BY x.queue, x.k
 		ON CONFLICT (queue_name, timer_key) DO UPDATE
 		SET partition_name = excluded.partition_name, deliver_at = excluded.deliver_at,
 		    txn = excluded.txn, message_id = excluded.message_id,
 		    payload = excluded.payload, attempts = 0, last_error = NULL,
-		    created_at = excluded.created_at
+		    created_at = excluded.created_at, producer_sub = excluded.producer_sub
 		RETURNING t.queue_name, t.timer_key, t.deliver_at, t.xmax = 0 AS fresh
 	), del AS (
 		DELETE FROM queen_timers t USING x
@@ -108,14 +108,14 @@ BEGIN
 		v_txn := coalesce(v_op->>'txn', v_op->>'messageId');
 		v_at := now() + (v_op->>'delayMs')::bigint * interval '1 millisecond';
 		INSERT INTO queen_timers AS t (queue_name, timer_key, partition_name, deliver_at,
-					       txn, message_id, payload, created_at)
+					       txn, message_id, payload, created_at, producer_sub)
 		VALUES (v_q, v_k, v_p, v_at, v_txn, (v_op->>'messageId')::uuid, v_op->>'payload',
-			now())
+			now(), v_op->>'producerSub')
 		ON CONFLICT (queue_name, timer_key) DO UPDATE
 		SET partition_name = excluded.partition_name, deliver_at = excluded.deliver_at,
 		    txn = excluded.txn, message_id = excluded.message_id,
 		    payload = excluded.payload, attempts = 0, last_error = NULL,
-		    created_at = excluded.created_at
+		    created_at = excluded.created_at, producer_sub = excluded.producer_sub
 		RETURNING t.xmax = 0 INTO v_new;
 		v_out := v_out || jsonb_build_object(
 			'index', v_i, 'op', 'schedule', 'ok', true, 'status', 'scheduled',
@@ -180,7 +180,8 @@ CREATE TYPE queen_timer_due AS (
 	txn		text,
 	message_id	uuid,
 	payload		text,
-	attempts	int
+	attempts	int,
+	producer_sub	text
 );
 
 -- What became of one claimed timer: status queued|duplicate with where it went, or error.
@@ -239,7 +240,8 @@ BEGIN
 				v_nulls,
 				ARRAY(SELECT d.payload FROM unnest(p_due) WITH ORDINALITY d
 				      ORDER BY d.ordinality),
-				v_nulls) p;
+				ARRAY(SELECT d.producer_sub FROM unnest(p_due) WITH ORDINALITY d
+				      ORDER BY d.ordinality)) p;
 		v_tids := ARRAY(SELECT d.tid FROM unnest(p_due) d);
 		DELETE FROM queen_timers t WHERE t.ctid = ANY (v_tids);
 		v_done := true;
@@ -310,7 +312,7 @@ BEGIN
 	      FROM unnest(v_len) WITH ORDINALITY AS u (len, o)) c
 	WHERE c.before < c_budget;
 	SELECT array_agg(ROW(t.ctid, t.queue_name, t.timer_key, t.partition_name, t.txn,
-			     t.message_id, t.payload, t.attempts)::queen_timer_due
+			     t.message_id, t.payload, t.attempts, t.producer_sub)::queen_timer_due
 			 ORDER BY t.deliver_at, t.created_at)
 	INTO v_due
 	FROM queen_timers t WHERE t.ctid = ANY (v_tid[1:v_n]);
@@ -337,9 +339,9 @@ BEGIN
 	)
 	INSERT INTO queen_dlq (queue_id, partition_id, queue_name, partition_name, group_name,
 			       message_id, txn_id, payload, error_message, retry_count, created_at,
-			       failed_at)
+			       failed_at, producer_sub)
 	SELECT q.id, p.id, g.queue_name, g.partition_name, '__TIMERS__', g.message_id, g.txn,
-	       g.payload, g.err, g.attempts + 1, g.created_at, now()
+	       g.payload, g.err, g.attempts + 1, g.created_at, now(), g.producer_sub
 	FROM gone g
 	LEFT JOIN queen_queues q ON q.name = g.queue_name
 	LEFT JOIN queen_partitions p ON p.queue_id = q.id AND p.name = g.partition_name;

@@ -75,7 +75,8 @@ CREATE FUNCTION queen_txn(p_pid uuid[], p_queue text[], p_partition text[], p_id
 			  p_txn text[], p_trace text[], p_payload text[],
 			  a_group text[], a_pid uuid[], a_txn text[], a_status text[],
 			  a_lease uuid[], a_error text[], a_bundle int[],
-			  r_lease uuid[], r_bundle int[], p_kv jsonb, p_timers jsonb, p_base int[])
+			  r_lease uuid[], r_bundle int[], p_kv jsonb, p_timers jsonb, p_base int[],
+			  p_sub text[])
 RETURNS SETOF queen_txn_row
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -197,7 +198,7 @@ BEGIN
 		SELECT 'p', x.idx, true, x.message_id, x.queue_id, x.partition_id, x.log_end,
 		       NULL, NULL, NULL::bool, NULL::bool, NULL::bool, NULL::text
 		FROM (SELECT * FROM queen_push(p_pid, p_queue, p_partition, p_id, p_txn, p_trace,
-					       p_payload, NULL)
+					       p_payload, p_sub)
 		      ORDER BY 1) x
 		WHERE x.status = 'queued'
 		   OR queen_txn_refuse('duplicate', x.idx, NULL, x.message_id);
