@@ -229,6 +229,13 @@ enum qe
 db_exec_err(struct dbconn *c, enum sql_id id, const char *const *params, PGresult **out,
 	    PGresult **err)
 {
+	return db_exec_fmt(c, id, params, NULL, NULL, out, err);
+}
+
+enum qe
+db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params, const int *lengths,
+	    const int *formats, PGresult **out, PGresult **err)
+{
 	const struct sql_stmt *s = sql_get(id);
 	PGresult *res;
 	ExecStatusType st;
@@ -238,7 +245,7 @@ db_exec_err(struct dbconn *c, enum sql_id id, const char *const *params, PGresul
 		*err = NULL;
 	if (db_ensure(c) != QE_OK)
 		return QE_DB;
-	res = PQexecPrepared(c->pg, s->name, s->nparams, params, NULL, NULL, 0);
+	res = PQexecPrepared(c->pg, s->name, s->nparams, params, lengths, formats, 0);
 	st = PQresultStatus(res);
 	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
 		*out = res;

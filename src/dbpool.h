@@ -35,6 +35,10 @@ enum qe db_exec(struct dbconn *c, enum sql_id id, const char *const *params, PGr
  * read, log as it sees fit and clear; *err stays NULL when the database is unreachable. */
 enum qe db_exec_err(struct dbconn *c, enum sql_id id, const char *const *params,
 		    PGresult **out, PGresult **err);
+/* Like db_exec_err, with some parameters in binary: lengths[k] and formats[k] (1 = binary)
+ * for each parameter, as PQexecPrepared takes them (NULL arrays: every parameter text). */
+enum qe db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params,
+		    const int *lengths, const int *formats, PGresult **out, PGresult **err);
 /* Same for a statement whose single row, single column is a json value: returns its text
  * (malloc'd) or NULL in *json when the value is SQL NULL. */
 enum qe db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params, char **json);
