@@ -495,7 +495,7 @@ shard_store(struct wk *w, void *arg)
 
 	s->e = h_push_store(w->db, s->items, s->n, 0);
 	if (s->e != QE_OK && !db_ok(w->db))
-		s->e = spool_append(s->items, s->n, 1);
+		s->e = spool_append(s->items, s->n, 1);	/* sent: it may have committed */
 }
 
 /* A shard the database refused: each request's part of it alone, so that one bad request
