@@ -399,6 +399,42 @@ flatten(struct req **rs, size_t n, size_t *count)
 	return flat;
 }
 
+/* A heavy request (workers.c runs it alone) is stored in slices of at most
+ * QUEEN_GROUP_COMMIT_ITEMS items and PUSH_SLICE_BYTES of payload, one transaction each, in
+ * order: a 64 MiB push then holds its partitions' row locks for one slice at a time, never
+ * for minutes, and no statement of it nears the statement timeout. Each item still gets its
+ * own verdict: when a slice fails after others were stored, the rest is spooled (database
+ * unreachable) or answered failed (refused). Returns an error only when nothing was stored.
+ * A request alone that fits one slice is one transaction, as before. */
+#define PUSH_SLICE_BYTES (4 * 1024 * 1024)
+
+static enum qe
+store_sliced(struct wk *w, struct push_item **flat, size_t items)
+{
+	for (size_t i = 0; i < items;) {
+		size_t k = i, bytes = 0;
+		enum qe e;
+
+		while (k < items && k - i < (size_t)qconf.group_commit_items &&
+		       (k == i || bytes + strlen(flat[k]->payload) <= PUSH_SLICE_BYTES))
+			bytes += strlen(flat[k++]->payload);
+		e = h_push_store(w->db, flat + i, k - i, 0);
+		if (e != QE_OK && i == 0)
+			return e;
+		if (e != QE_OK && !db_ok(w->db) && spool_append(flat + i, items - i) == QE_OK)
+			return QE_OK;
+		if (e != QE_OK) {
+			for (; i < items; i++) {
+				flat[i]->status = "failed";
+				flat[i]->error = "not stored: the database refused it";
+			}
+			return QE_OK;
+		}
+		i = k;
+	}
+	return QE_OK;
+}
+
 void
 h_push_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 {
@@ -417,8 +453,10 @@ h_push_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 	/* While the spool holds anything (or maintenance diverts pushes) new pushes queue up
 	 * behind it, so a partition keeps its order. When the database cannot be reached the
 	 * items go to the spool; a statement the database refuses stays a failure. */
-	if (spool_diverting() || ((e = h_push_store(w->db, flat, items, 0)) != QE_OK &&
-				  !db_ok(w->db))) {
+	if (spool_diverting() ||
+	    ((e = n == 1 ? store_sliced(w, flat, items) : h_push_store(w->db, flat, items, 0)) !=
+		     QE_OK &&
+	     !db_ok(w->db))) {
 		spool_append(flat, items);
 		e = QE_OK;
 	}
