@@ -9,6 +9,7 @@
 #include "names.h"
 #include "longpoll.h"
 #include "metrics.h"
+#include "offmap.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "uuid.h"
@@ -176,27 +177,40 @@ wake_after(PGresult *res)
 	}
 }
 
+/* The offset this broker's own pop delivered for an item, when the ack can take the keyed
+ * path (queen_ack_known): a completed item naming its lease; else -1. */
+static int64_t
+known_offset(const struct ack_item *it)
+{
+	if (it->fail || strcmp(it->status, "completed") != 0 || !it->lease)
+		return -1;
+	return om_get(it->lease, it->pid, it->txn);
+}
+
 enum qe
 h_ack_run(struct req *r, struct wk *w)
 {
 	struct ack_job *j = r->job;
-	struct strbuf sb[6];
+	/* group, partition, txn, status, lease, error, offset */
+	struct strbuf sb[7];
 	const char *params[6];
 	PGresult *res;
 	size_t sent = 0;
 	uint64_t ok = 0, nack = 0, dlq = 0;
+	int known = 1;
 	enum qe e = QE_OK;
 
-	for (int k = 0; k < 6; k++) {
+	for (int k = 0; k < 7; k++) {
 		sb_init(&sb[k]);
 		sb_addc(&sb[k], '{');
 	}
 	for (size_t i = 0; i < j->n; i++) {
 		struct ack_item *it = &j->items[i];
+		int64_t off;
 
 		if (it->fail)
 			continue;
-		for (int k = 0; sent && k < 6; k++)
+		for (int k = 0; sent && k < 7; k++)
 			sb_addc(&sb[k], ',');
 		sb_add_pgelem(&sb[0], it->group);
 		sb_add_pgelem(&sb[1], it->pid);
@@ -204,14 +218,29 @@ h_ack_run(struct req *r, struct wk *w)
 		sb_add_pgelem(&sb[3], it->status);
 		sb_add_pgelem(&sb[4], it->lease);
 		sb_add_pgelem(&sb[5], it->error);
+		off = known ? known_offset(it) : -1;
+		if (off < 0)
+			known = 0;
+		else
+			sb_addf(&sb[6], "%lld", (long long)off);
 		sent++;
 	}
-	for (int k = 0; k < 6; k++) {
+	for (int k = 0; k < 7; k++)
 		sb_addc(&sb[k], '}');
-		params[k] = sb[k].buf;
+	if (known) {
+		/* Every item is a completed ack of what this broker delivered: one keyed update
+		 * per (partition, group), no segment read. */
+		params[0] = sb[0].buf;
+		params[1] = sb[1].buf;
+		params[2] = sb[2].buf;
+		params[3] = sb[4].buf;
+		params[4] = sb[6].buf;
+	} else {
+		for (int k = 0; k < 6; k++)
+			params[k] = sb[k].buf;
 	}
 	if (sent) {
-		e = db_exec(w->db, SQL_ACK, params, &res);
+		e = db_exec(w->db, known ? SQL_ACK_KNOWN : SQL_ACK, params, &res);
 		if (e == QE_OK) {
 			/* Rows come back with the index among the items sent to SQL. */
 			size_t *map = calloc(sent, sizeof(*map));
@@ -237,6 +266,8 @@ h_ack_run(struct req *r, struct wk *w)
 						    pidx_group_hash(it->group),
 						    atoll(PQgetvalue(res, row, 7)),
 						    it->released ? 0 : -1);
+				if (it->success && it->lease)
+					om_del(it->lease, it->pid, it->txn);
 				if (it->success && it->status[0] == 'c')
 					ok++;
 				else if (it->success)
@@ -248,7 +279,7 @@ h_ack_run(struct req *r, struct wk *w)
 			PQclear(res);
 		}
 	}
-	for (int k = 0; k < 6; k++)
+	for (int k = 0; k < 7; k++)
 		sb_free(&sb[k]);
 	if (e != QE_OK)
 		return req_fail(r, e, "ack not applied: database unavailable");

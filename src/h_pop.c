@@ -12,6 +12,7 @@
 #include "jsonio.h"
 #include "longpoll.h"
 #include "metrics.h"
+#include "offmap.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "router.h"
@@ -145,14 +146,21 @@ h_pop_prepare(struct req *r)
 	return QE_OK;
 }
 
-/* Autopilot width: one partition per ready partition, more when the oldest waits long;
- * clamped to [1, 64] (SPEC 5). */
+/* Autopilot width (SPEC 5): as many of the candidates, in the order SQL tries them, as it takes
+ * for their backlogs (as last seen) to fill the batch, and no more than the partitions with
+ * ready data; clamped to [1, 64]. Partitions holding a message or two each give wide pops,
+ * a few deep partitions narrow ones: every partition claimed costs a row lock and a lease. */
 static int64_t
-autopilot_width(int ready)
+autopilot_width(int ready, const int64_t *backlog, int n, int64_t batch)
 {
-	if (ready < 1)
-		return 1;
-	return ready > 64 ? 64 : ready;
+	int64_t sum = 0;
+	int w = 0;
+
+	while (w < n && w < 64 && sum < batch)
+		sum += backlog[w++];
+	if (w > ready)
+		w = ready;
+	return w < 1 ? 1 : w;
 }
 
 static void
@@ -160,6 +168,27 @@ add_str_field(struct strbuf *sb, const char *key, const char *val)
 {
 	sb_addf(sb, ",\"%s\":", key);
 	sb_add_jstr(sb, val);
+}
+
+/* queen_pop delivered nothing and said, per partition it looked at, where the group's cursor
+ * is (attempt column set) or would start (attempt NULL: no cursor row, the start its
+ * subscription implies) and its lease: the index learns it, so that it stops offering those
+ * partitions until a push or a lapsed lease changes them. */
+static void
+learn_cursors(struct pop_job *j, PGresult *res)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *pid = PQgetvalue(res, i, 0);
+
+		if (PQgetisnull(res, i, 10))
+			continue;
+		pidx_log_end(pid, atoll(PQgetvalue(res, i, 11)));
+		if (PQgetisnull(res, i, 9))
+			pidx_cursor_implied(pid, j->gh, atoll(PQgetvalue(res, i, 10)));
+		else
+			pidx_cursor(pid, j->gh, atoll(PQgetvalue(res, i, 10)),
+				    PQgetisnull(res, i, 12) ? 0 : atoll(PQgetvalue(res, i, 12)));
+	}
 }
 
 /* Renders the answer from queen_pop's rows and updates the index with what they tell. */
@@ -171,15 +200,21 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	int rows = PQntuples(res), claimed = 0;
 	const char *last_pid = "";
 
+	int64_t now = wall_ms(), until = 0;
+
 	for (int i = 0; i < rows; i++) {
 		if (strcmp(PQgetvalue(res, i, 0), last_pid) != 0) {
 			claimed++;
 			last_pid = PQgetvalue(res, i, 0);
-			pidx_cursor(last_pid, j->gh, atoll(PQgetvalue(res, i, 10)),
-				    j->auto_ack || PQgetisnull(res, i, 12) ? 0
-						     : atoll(PQgetvalue(res, i, 12)));
+			until = j->auto_ack || PQgetisnull(res, i, 12) ? 0
+								: atoll(PQgetvalue(res, i, 12));
+			pidx_cursor(last_pid, j->gh, atoll(PQgetvalue(res, i, 10)), until);
 			pidx_log_end(last_pid, atoll(PQgetvalue(res, i, 11)));
 		}
+		/* What an ack of this lease will name, so that it need not be looked up. */
+		if (until > 0 && !PQgetisnull(res, i, 5))
+			om_put(lease, last_pid, PQgetvalue(res, i, 5), atoll(PQgetvalue(res, i, 3)),
+			       until, now);
 	}
 	sb_init(&sb);
 	sb_adds(&sb, "{\"success\":true");
@@ -220,6 +255,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	 int64_t *recheck_wall)
 {
 	char (*cands)[UUID_STR_LEN] = NULL;
+	int64_t *backlog = NULL;
 	struct strbuf cand_sb;
 	char lease_id[UUID_STR_LEN], batch[24], width[24], lease_s[24];
 	int n = -1, ready = 0;
@@ -234,12 +270,13 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	sb_init(&cand_sb);
 	if (j->queue) {
 		cands = malloc(sizeof(*cands) * MAX_CANDIDATES);
-		QASSERT(cands != NULL);
+		backlog = malloc(sizeof(*backlog) * MAX_CANDIDATES);
+		QASSERT(cands != NULL && backlog != NULL);
 		/* Offer SQL a few more partitions than it may claim: some will be taken by
 		 * other pops meanwhile (SKIP LOCKED). Autopilot may claim up to 64. */
 		int64_t most = j->autopilot && !j->partitions_sent ? 64 : parts;
 
-		n = pidx_candidates(j->queue, j->partition, j->gh, cands,
+		n = pidx_candidates(j->queue, j->partition, j->gh, cands, backlog,
 				    (int)(most * 4 > MAX_CANDIDATES ? MAX_CANDIDATES
 						 : (most * 4 < 8 ? 8 : most * 4)),
 				    recheck_wall,
@@ -248,6 +285,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 		if (n == 0) {
 			*had_candidates = 0;
 			free(cands);
+			free(backlog);
 			return QE_OK;
 		}
 		if (n > 0) {
@@ -262,7 +300,8 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 		free(cands);
 	}
 	if (j->autopilot && !j->partitions_sent)
-		parts = autopilot_width(n > 0 ? ready : 1);
+		parts = n > 0 ? autopilot_width(ready, backlog, n, j->batch) : 1;
+	free(backlog);
 	uuid_v7(lease_id);
 	snprintf(batch, sizeof(batch), "%lld", (long long)j->batch);
 	snprintf(width, sizeof(width), "%lld", (long long)parts);
@@ -277,7 +316,9 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	sb_free(&cand_sb);
 	if (e != QE_OK)
 		return req_fail(r, e, "pop failed: database unavailable");
-	if (PQntuples(res) > 0) {
+	if (PQntuples(res) > 0 && PQgetisnull(res, 0, 3)) {
+		learn_cursors(j, res);
+	} else if (PQntuples(res) > 0) {
 		render(r, j, res, lease_id, (int)parts);
 		*delivered = 1;
 	}

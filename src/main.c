@@ -12,6 +12,7 @@
 #include "maint.h"
 #include "metrics.h"
 #include "migrate.h"
+#include "offmap.h"
 #include "pindex.h"
 #include "workers.h"
 
@@ -125,6 +126,7 @@ shutdown_all(void)
 	http_stop();
 	pidx_thread_offline();
 	pidx_destroy();
+	om_destroy();
 }
 
 int
@@ -185,6 +187,7 @@ main(int argc, char **argv)
 	raise_fd_limit();
 	metrics_start();
 	pidx_init();
+	om_init();
 	pidx_thread_online();
 	log_info("queend %s starting", PACKAGE_VERSION);
 
@@ -192,6 +195,7 @@ main(int argc, char **argv)
 	if (!pg) {
 		pidx_thread_offline();
 		pidx_destroy();
+		om_destroy();
 		conf_free(&qconf);
 		return 0;
 	}
@@ -200,6 +204,7 @@ main(int argc, char **argv)
 		log_error("cannot bring the database schema up to date; stopping");
 		pidx_thread_offline();
 		pidx_destroy();
+		om_destroy();
 		conf_free(&qconf);
 		return 1;
 	}
