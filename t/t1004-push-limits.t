@@ -4,8 +4,7 @@
 # QUEEN_MAX_INFLIGHT_BYTES (429 + Retry-After), a raw NUL after a literal on the routes jansson
 # parses (was applied with 200), a number out of range as 1e300 (was undefined behaviour),
 # the first bad configure option named as a string (SPEC 21). Large bodies are parsed by a
-# worker: they answer the same. A request larger than a group commit is stored in slices (one
-# transaction each, in order), so it never holds its partitions' locks for minutes.
+# worker: they answer the same.
 use strict;
 use warnings;
 use FindBin;
@@ -15,7 +14,7 @@ use Test::More;
 use Time::HiRes qw(sleep);
 use QueenTest;
 
-my $pg = start_pg();
+start_pg();
 my $q = start_queend(QUEEN_MAX_PUSH_ITEMS => 100, QUEEN_MAX_BODY_BYTES => 1048576,
 	QUEEN_MAX_INFLIGHT_BYTES => 1572864, QUEEN_GROUP_COMMIT_ITEMS => 10);
 
@@ -32,29 +31,6 @@ subtest 'a push of more than QUEEN_MAX_PUSH_ITEMS items is a 413 and stores noth
 	($s, $b) = $q->push_items(items(100));
 	is($s, 201, '100 items: 201');
 	$q->ack_all(($q->pop('lim', batch => 100))[1]);
-};
-
-subtest 'a push larger than a group commit is stored in slices, in order' => sub {
-	my ($s, $b) = $q->push_items(map { { queue => 'sliced', transactionId => "s$_" } } 1 .. 35);
-	is($s, 201, '35 items with QUEEN_GROUP_COMMIT_ITEMS=10: 201');
-	is(scalar(grep { $_->{status} eq 'queued' } @$b), 35, 'every item queued');
-	($s, $b) = $q->pop('sliced', batch => 100);
-	is_deeply(txns($b), [ map { "s$_" } 1 .. 35 ], 'all of them, in order');
-	$q->ack_all($b);
-	# PostgreSQL refuses to create queue "poison" (a trigger): the slice holding it fails.
-	$pg->psql(q{CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS
-		$$BEGIN RAISE EXCEPTION 'refused by test'; END$$;
-		CREATE TRIGGER test_refuse BEFORE INSERT ON queen_queues FOR EACH ROW
-		WHEN (NEW.name = 'poison') EXECUTE FUNCTION test_refuse()});
-	($s, $b) = $q->push_items((map { { queue => 'sliced', transactionId => "t$_" } } 1 .. 12),
-		{ queue => 'poison' }, (map { { queue => 'sliced', transactionId => "u$_" } } 1 .. 5));
-	is($s, 201, 'a slice refused after another was stored: 201 with verdicts');
-	is_deeply([ map { $_->{status} } @$b ], [ ('queued') x 10, ('failed') x 8 ],
-		'the first slice queued, the rest failed');
-	like($b->[12]{error} // '', qr/not stored/, 'a failed item says so');
-	($s, $b) = $q->pop('sliced', batch => 100);
-	is_deeply(txns($b), [ map { "t$_" } 1 .. 10 ], 'exactly what was answered queued is stored');
-	$q->ack_all($b);
 };
 
 subtest 'the same item limit bounds a transaction and a batch ack' => sub {
