@@ -550,7 +550,7 @@ peer_gone(int fd)
 static void *
 lp_watch(void *arg)
 {
-	struct epoll_event evs[256];
+	struct epoll_event evs[1024];
 
 	(void)arg;
 	for (;;) {

@@ -16,7 +16,7 @@ use QueenTest;
 
 start_pg();
 my $q = start_queend(QUEEN_MAX_PUSH_ITEMS => 100, QUEEN_MAX_BODY_BYTES => 1048576,
-	QUEEN_MAX_INFLIGHT_BYTES => 1572864);
+	QUEEN_MAX_INFLIGHT_BYTES => 1572864, QUEEN_GROUP_COMMIT_ITEMS => 10);
 
 sub items { my ($n, $pad) = @_; map { { queue => 'lim', transactionId => "i$_",
 	payload => { pad => $pad // '' } } } 1 .. $n }
