@@ -69,11 +69,14 @@ pick_options(json_t *src, json_t *dst, json_t *invalid)
 		} else {
 			ok = json_is_integer(v) && json_integer_value(v) >= queue_options[i].min &&
 			     json_integer_value(v) <= queue_options[i].max;
-			/* Whole numbers sent as 30.0 are accepted. */
-			if (!ok && json_is_real(v) && json_real_value(v) ==
-						(double)(int64_t)json_real_value(v) &&
+			/* Whole numbers sent as 30.0 are accepted. The range is checked
+			 * before the conversion, which is undefined for 1e300 (and for 2^63,
+			 * which is what (double)INT64_MAX rounds to). */
+			if (!ok && json_is_real(v) &&
 			    json_real_value(v) >= (double)queue_options[i].min &&
-			    json_real_value(v) <= (double)queue_options[i].max) {
+			    json_real_value(v) <= (double)queue_options[i].max &&
+			    json_real_value(v) < 0x1p63 &&
+			    json_real_value(v) == (double)(int64_t)json_real_value(v)) {
 				v = json_integer((json_int_t)json_real_value(v));
 				json_object_set_new(dst, queue_options[i].name, v);
 				continue;

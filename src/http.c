@@ -50,7 +50,7 @@ wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static struct req *
+struct req *
 req_new(struct MHD_Connection *conn, const char *method, const char *url)
 {
 	struct req *r = calloc(1, sizeof(*r));
@@ -66,7 +66,7 @@ req_new(struct MHD_Connection *conn, const char *method, const char *url)
 	return r;
 }
 
-static void
+void
 req_free(struct req *r)
 {
 	if (!r)
@@ -289,12 +289,9 @@ start_request(struct req *r)
 	return MHD_YES;
 }
 
-/* The body is complete: parse, prepare, and hand the request to the workers. */
-static enum MHD_Result
-submit_request(struct req *r)
+enum qe
+req_prepare(struct req *r)
 {
-	enum qe e;
-
 	if ((r->route->body == BODY_JSON || r->route->body == BODY_JSON_OPTIONAL) &&
 	    r->body.len > 0) {
 		json_error_t jerr;
@@ -302,16 +299,23 @@ submit_request(struct req *r)
 		r->json = json_loadb(r->body.buf, r->body.len, JSON_DECODE_ANY | JSON_ALLOW_NUL,
 				     &jerr);
 		if (!r->json)
-			return reply_now(r, req_fail(r, QE_BAD_BODY, "%s at line %d column %d",
-						     jerr.text, jerr.line, jerr.column));
+			return req_fail(r, QE_BAD_BODY, "%s at line %d column %d", jerr.text,
+					jerr.line, jerr.column);
 	} else if (r->route->body == BODY_JSON) {
-		return reply_now(r, req_fail(r, QE_BAD_BODY, "a JSON body is required"));
+		return req_fail(r, QE_BAD_BODY, "a JSON body is required");
 	}
-	if (r->route->prepare) {
-		e = r->route->prepare(r);
-		if (e != QE_OK)
-			return reply_now(r, e);
-	}
+	return r->route->prepare ? r->route->prepare(r) : QE_OK;
+}
+
+/* The body is complete: parse, prepare, and hand the request to the workers. */
+static enum MHD_Result
+submit_request(struct req *r)
+{
+	enum qe e;
+
+	e = req_prepare(r);
+	if (e != QE_OK)
+		return reply_now(r, e);
 	r->state = ST_RUNNING;
 	MHD_suspend_connection(r->conn);
 	e = wk_submit(r);

@@ -73,6 +73,15 @@ void http_stop(void);
  * then resumes the suspended connection. Called exactly once per submission. */
 void http_finish(struct req *r, enum qe e);
 
+/* A request as the access handler sees it when its headers arrive (conn may be NULL outside
+ * libmicrohttpd: the fuzz targets), and its release with everything hanging off it. */
+struct req *req_new(struct MHD_Connection *conn, const char *method, const char *url);
+void req_free(struct req *r);
+/* The body is complete: parses it as the route declares (JSON or raw) and runs the route's
+ * prepare step. QE_OK, or the error to answer (always a 4xx: nothing here reaches the
+ * database). MHD thread; the route, params, query and body of r are set. */
+enum qe req_prepare(struct req *r);
+
 /* Query string value, or NULL. */
 const char *req_query(const struct req *r, const char *key);
 /* Query string value, or NULL when absent or empty (an empty filter means no filter). */

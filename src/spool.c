@@ -215,33 +215,41 @@ take_str(const unsigned char *b, uint32_t len, uint32_t *pos, char **out, const 
 	return 0;
 }
 
-/* Fills r->it from r->body. 0, or -1 when the body is not a record this version reads. */
-static int
-rec_decode(struct rec *r)
+int
+spool_decode(const void *body, uint32_t len, struct push_item *it, char **mem)
 {
-	const unsigned char *b = r->body;
+	const unsigned char *b = body;
 	uint32_t pos = REC_FIXED;
 	const char *payload;
 	char *out;
 
-	if (r->len < REC_FIXED || b[0] != REC_VERSION || (b[1] & ~(F_TXN | F_TRACE)))
+	memset(it, 0, sizeof(*it));
+	*mem = NULL;
+	if (len < REC_FIXED || b[0] != REC_VERSION || (b[1] & ~(F_TXN | F_TRACE)))
 		return -1;
-	memcpy(r->it.id, b + 12, 36);
-	r->it.id[36] = '\0';
-	if (!uuid_valid(r->it.id))
+	memcpy(it->id, b + 12, 36);
+	it->id[36] = '\0';
+	if (!uuid_valid(it->id))
 		return -1;
-	r->mem = malloc(r->len + 8);
-	QASSERT(r->mem != NULL);
-	out = r->mem;
-	if (take_str(b, r->len, &pos, &out, &r->it.queue) < 0 ||
-	    take_str(b, r->len, &pos, &out, &r->it.partition) < 0 ||
-	    ((b[1] & F_TXN) && take_str(b, r->len, &pos, &out, &r->it.txn) < 0) ||
-	    ((b[1] & F_TRACE) && take_str(b, r->len, &pos, &out, &r->it.trace) < 0) ||
-	    take_str(b, r->len, &pos, &out, &payload) < 0 || pos != r->len ||
-	    !r->it.queue[0] || !r->it.partition[0])
+	*mem = malloc(len + 8);
+	QASSERT(*mem != NULL);
+	out = *mem;
+	if (take_str(b, len, &pos, &out, &it->queue) < 0 ||
+	    take_str(b, len, &pos, &out, &it->partition) < 0 ||
+	    ((b[1] & F_TXN) && take_str(b, len, &pos, &out, &it->txn) < 0) ||
+	    ((b[1] & F_TRACE) && take_str(b, len, &pos, &out, &it->trace) < 0) ||
+	    take_str(b, len, &pos, &out, &payload) < 0 || pos != len ||
+	    !it->queue[0] || !it->partition[0])
 		return -1;
-	r->it.payload = (char *)payload;
+	it->payload = (char *)payload;
 	return 0;
+}
+
+/* Fills r->it from r->body. 0, or -1 when the body is not a record this version reads. */
+static int
+rec_decode(struct rec *r)
+{
+	return spool_decode(r->body, r->len, &r->it, &r->mem);
 }
 
 static int

@@ -72,6 +72,11 @@ long spool_failed(void);
 void spool_set_maintenance(int on);
 int spool_maintenance(void);
 
+/* Decodes one record body (the bytes after its 12-byte header) into *it; its strings are
+ * copied into *mem, which the caller frees (also on error). 0, or -1 when the body is not a
+ * record this version reads. Pure, any thread: the drainer's reader, and t/fuzz/fuzz-spool's. */
+int spool_decode(const void *body, uint32_t len, struct push_item *it, char **mem);
+
 /* CRC-32C (Castagnoli) of n bytes, continuing from crc (0 to start). Pure. */
 uint32_t spool_crc32c(uint32_t crc, const void *buf, size_t n);
 
