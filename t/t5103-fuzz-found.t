@@ -36,6 +36,24 @@ subtest 'a push body key holding many escapes overflowed the key buffer (fuzz-js
 	still_up('escaped keys');
 };
 
+subtest 'a push key holding \u0000 was read as the key before it (fuzz-jscan)' => sub {
+	# Keys were compared as C strings: "queue\u0000x" matched "queue". jansson, which
+	# parses every other route, refuses such a key; push now reads it as no key of its own.
+	my ($s, $b, undef, $raw) = $q->request('POST', '/api/v1/push',
+		'{"items":[{"queue\u0000x":"fz-nul"}]}');
+	is($s, 400, 'an item whose only queue key holds \u0000: 400') or diag($raw);
+	like($raw, qr/queue is required/, 'queue is required');
+	($s, $b, undef, $raw) = $q->request('POST', '/api/v1/push',
+		'{"items\u0000":[{"queue":"fz-nul"}]}');
+	is($s, 400, 'an items key holding \u0000: 400') or diag($raw);
+	($s) = $q->get('/api/v1/resources/queues/fz-nul');
+	is($s, 404, 'nothing was pushed');
+	($s, $b, undef, $raw) = $q->request('POST', '/api/v1/push',
+		'{"items":[{"queue":"fz-nul","data\u0000":1,"payload":{"k\u0000":1}}]}');
+	is($s, 201, 'unknown keys and payload keys holding \u0000 are still fine') or diag($raw);
+	still_up('keys holding \u0000');
+};
+
 subtest 'a whole-number option of 1e300 was converted to an integer unchecked (fuzz-router)' => sub {
 	for my $v ('1e300', '-1e300', '9223372036854775808.0', '1e19') {
 		my ($s, $b, undef, $raw) = $q->request('POST', '/api/v1/configure',
