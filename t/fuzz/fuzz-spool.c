@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -115,6 +116,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned char *image;
 	size_t len;
 	long intact, first;
+	struct stat st;
 
 	if (size < 1)
 		return 0;
@@ -132,9 +134,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	first = spool_pending();
 	QASSERT(first >= 0 && first <= intact);
 	spool_close();
-	QASSERT(spool_open(dir) == 0);
-	QASSERT(spool_pending() == first);
-	spool_close();
+	/* A start-up that changed nothing would find the same again: reopen only after one
+	 * that cut the file (or removed it). */
+	if (stat(seg, &st) < 0 || st.st_size != (off_t)len) {
+		QASSERT(spool_open(dir) == 0);
+		QASSERT(spool_pending() == first);
+		spool_close();
+	}
 	unlink(seg);
 	free(image);
 	return 0;
