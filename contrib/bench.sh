@@ -2,10 +2,17 @@
 # bench.sh: run queen-bench against a private throwaway PostgreSQL 15 and a fresh queend.
 #
 #   contrib/bench.sh [queen-bench options]      e.g.  contrib/bench.sh --quick
+#   contrib/bench.sh --help                      queen-bench's options and phases
+#   contrib/bench.sh --only push-load,drain      some phases
+#   contrib/bench.sh --scale                     also the million-partition phase (long)
 #
 # Starts PostgreSQL (fsync=off, synchronous_commit=off, shared_buffers=1GB, loopback, a free
 # port) in a temp dir, starts the broker on it, waits for GET /health, runs queen-bench with
-# --url, --pg (same server, for the baseline) and --queend-pid, and stops everything on exit.
+# --url, --pg (same server, for the baseline), --queend-pid (the broker's CPU and RSS from
+# /proc) and --restart-cmd (a script that restarts the broker the same way and prints its new
+# pid), and stops everything on exit.  A default run takes about ten minutes; --quick about
+# two.  Every rate is printed with its ratio to the raw INSERT baseline of the same run, and
+# the figures the issue targets name theirs, e.g. "(target >= 1.0x)".
 #
 # The broker runs retention rounds every BENCH_RETENTION_INTERVAL ms, so that the retention
 # phase sees rounds all along its window (the other phases' queues keep everything, so there a
@@ -61,6 +68,9 @@ pg_started=
 cleanup() {
 	status=$?
 	trap - EXIT INT TERM
+	if [ -n "$qpid" ] && [ -s "$tmp/queend.pid" ]; then
+		qpid=$(cat "$tmp/queend.pid")
+	fi
 	if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
 		kill -TERM "$qpid" 2>/dev/null || :
 		i=0
@@ -106,13 +116,34 @@ $as_pg "$PG_BIN/pg_ctl" -D "$tmp/data" -l "$tmp/pg.log" -w -t 60 start >/dev/nul
 pg_started=1
 
 # --- queend
+# The broker's settings live in one env file, so that the restart command (the scale phase
+# restarts the broker to measure its time to ready) starts it exactly as this script did.
 qport=$(free_port)
 mkdir -p "$tmp/spool"
-PG_HOST=127.0.0.1 PG_PORT=$pgport PG_USER=postgres PG_PASSWORD=x PG_DB=postgres \
-	PORT=$qport HOST=127.0.0.1 LOG_LEVEL=warn FILE_BUFFER_DIR="$tmp/spool" \
-	RETENTION_INTERVAL=$BENCH_RETENTION_INTERVAL \
-	"$QUEEND" >"$tmp/queend.log" 2>&1 &
+cat >"$tmp/queend.env" <<EOF
+PG_HOST=127.0.0.1 PG_PORT=$pgport PG_USER=postgres PG_PASSWORD=x PG_DB=postgres
+PORT=$qport HOST=127.0.0.1 LOG_LEVEL=warn FILE_BUFFER_DIR=$tmp/spool
+RETENTION_INTERVAL=$BENCH_RETENTION_INTERVAL
+EOF
+cat >"$tmp/restart-queend" <<EOF
+#!/bin/sh
+# Stops the broker (SIGTERM, then waits for it to exit), starts it again with the same
+# settings and prints its pid.
+pid=\$(cat "$tmp/queend.pid")
+kill -TERM "\$pid" 2>/dev/null || :
+# Until it is gone or a zombie (this script's parent reaps it only once the run ends).
+while [ -d /proc/\$pid ] && [ "\$(cut -d' ' -f3 /proc/\$pid/stat 2>/dev/null)" != Z ]; do
+	sleep 0.05
+done
+env \$(cat "$tmp/queend.env") "$QUEEND" >>"$tmp/queend.log" 2>&1 </dev/null &
+echo \$! >"$tmp/queend.pid"
+echo \$!
+EOF
+chmod 755 "$tmp/restart-queend"
+# shellcheck disable=SC2046
+env $(cat "$tmp/queend.env") "$QUEEND" >"$tmp/queend.log" 2>&1 &
 qpid=$!
+echo "$qpid" >"$tmp/queend.pid"
 
 i=0
 until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$qport/health")" = 200 ]; do
@@ -126,16 +157,24 @@ echo "bench.sh: PostgreSQL on 127.0.0.1:$pgport, queend pid $qpid on 127.0.0.1:$
 set +e
 "$QUEEN_BENCH" --url "http://127.0.0.1:$qport" \
 	--pg "host=127.0.0.1 port=$pgport user=postgres dbname=postgres" \
-	--queend-pid "$qpid" "$@"
+	--queend-pid "$qpid" --restart-cmd "$tmp/restart-queend" "$@"
 rc=$?
 set -e
+restarted=
+if [ "$(cat "$tmp/queend.pid")" != "$qpid" ]; then
+	qpid=$(cat "$tmp/queend.pid")	# the scale phase restarted it: no child of ours now
+	restarted=1
+fi
 if ! kill -0 "$qpid" 2>/dev/null; then
 	qrc=0
-	wait "$qpid" || qrc=$?
-	if [ $qrc -gt 128 ]; then
-		why="killed by signal $((qrc - 128))"
-	else
-		why="exit status $qrc"
+	why="exit status unknown: restarted during the run"
+	if [ -z "$restarted" ]; then
+		wait "$qpid" || qrc=$?
+		if [ $qrc -gt 128 ]; then
+			why="killed by signal $((qrc - 128))"
+		else
+			why="exit status $qrc"
+		fi
 	fi
 	echo "bench.sh: queend died during the run ($why); last lines of its log:" >&2
 	tail -n 20 "$tmp/queend.log" >&2

@@ -3,10 +3,13 @@
  * function once per request and renders one element per item, in order. */
 #include "h_ack.h"
 #include "dbpool.h"
+#include "h_util.h"
 #include "http.h"
 #include "jsonio.h"
+#include "names.h"
 #include "longpoll.h"
 #include "metrics.h"
+#include "offmap.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "uuid.h"
@@ -56,6 +59,7 @@ h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const cha
 {
 	char err[128];
 	json_t *t, *p, *s, *g, *l, *e;
+	const char *why;
 
 	if (!json_is_object(o))
 		return req_fail(r, QE_BAD_BODY, "%s[%zu] must be an object", list, i);
@@ -66,6 +70,9 @@ h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const cha
 	    jio_field(o, "leaseId", JIO_STRING, &l, err, sizeof(err)) < 0 ||
 	    jio_field(o, "error", JIO_STRING, &e, err, sizeof(err)) < 0)
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: %s", list, i, err);
+	if (g && json_string_length(g) &&
+	    (why = names_invalid(json_string_value(g), json_string_length(g))) != NULL)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: consumerGroup %s", list, i, why);
 	it->txn = t ? json_string_value(t) : NULL;
 	it->pid = p ? json_string_value(p) : NULL;
 	it->group = g && json_string_length(g) ? json_string_value(g) : group;
@@ -94,13 +101,19 @@ h_ack_prepare(struct req *r)
 	struct ack_job *j;
 	char err[128];
 	size_t n;
+	enum qe e;
 
 	if (!json_is_object(r->json))
 		return req_fail(r, QE_BAD_BODY, "expected an object");
 	if (jio_field(r->json, "consumerGroup", JIO_STRING, &g, err, sizeof(err)) < 0)
 		return req_fail(r, QE_BAD_BODY, "%s", err);
-	if (g && json_string_length(g))
+	if (g && json_string_length(g)) {
+		const char *why = names_invalid(json_string_value(g), json_string_length(g));
+
+		if (why)
+			return req_fail(r, QE_BAD_BODY, "consumerGroup %s", why);
 		group = json_string_value(g);
+	}
 	arr = NULL;
 	if (batch) {
 		if (jio_field(r->json, "acknowledgments", JIO_ARRAY, &arr, err, sizeof(err)) < 0)
@@ -109,6 +122,8 @@ h_ack_prepare(struct req *r)
 			return req_fail(r, QE_BAD_BODY, "acknowledgments must be an array");
 	}
 	n = batch ? json_array_size(arr) : 1;
+	if ((e = h_items_limit(r, n)) != QE_OK)
+		return e;
 	j = calloc(1, sizeof(*j));
 	QASSERT(j != NULL);
 	j->items = calloc(n + 1, sizeof(*j->items));
@@ -116,10 +131,8 @@ h_ack_prepare(struct req *r)
 	r->job = j;
 	r->job_free = ack_job_free;
 	for (size_t i = 0; i < n; i++) {
-		enum qe e = h_ack_parse_item(r, "acknowledgments", i,
-					     batch ? json_array_get(arr, i) : r->json, group,
-					     &j->items[i]);
-
+		e = h_ack_parse_item(r, "acknowledgments", i,
+				     batch ? json_array_get(arr, i) : r->json, group, &j->items[i]);
 		if (e != QE_OK)
 			return e;
 		j->n++;
@@ -164,27 +177,40 @@ wake_after(PGresult *res)
 	}
 }
 
+/* The offset this broker's own pop delivered for an item, when the ack can take the keyed
+ * path (queen_ack_known): a completed item naming its lease; else -1. */
+static int64_t
+known_offset(const struct ack_item *it)
+{
+	if (it->fail || strcmp(it->status, "completed") != 0 || !it->lease)
+		return -1;
+	return om_get(it->lease, it->pid, it->txn);
+}
+
 enum qe
 h_ack_run(struct req *r, struct wk *w)
 {
 	struct ack_job *j = r->job;
-	struct strbuf sb[6];
+	/* group, partition, txn, status, lease, error, offset */
+	struct strbuf sb[7];
 	const char *params[6];
 	PGresult *res;
 	size_t sent = 0;
 	uint64_t ok = 0, nack = 0, dlq = 0;
+	int known = 1;
 	enum qe e = QE_OK;
 
-	for (int k = 0; k < 6; k++) {
+	for (int k = 0; k < 7; k++) {
 		sb_init(&sb[k]);
 		sb_addc(&sb[k], '{');
 	}
 	for (size_t i = 0; i < j->n; i++) {
 		struct ack_item *it = &j->items[i];
+		int64_t off;
 
 		if (it->fail)
 			continue;
-		for (int k = 0; sent && k < 6; k++)
+		for (int k = 0; sent && k < 7; k++)
 			sb_addc(&sb[k], ',');
 		sb_add_pgelem(&sb[0], it->group);
 		sb_add_pgelem(&sb[1], it->pid);
@@ -192,14 +218,29 @@ h_ack_run(struct req *r, struct wk *w)
 		sb_add_pgelem(&sb[3], it->status);
 		sb_add_pgelem(&sb[4], it->lease);
 		sb_add_pgelem(&sb[5], it->error);
+		off = known ? known_offset(it) : -1;
+		if (off < 0)
+			known = 0;
+		else
+			sb_addf(&sb[6], "%lld", (long long)off);
 		sent++;
 	}
-	for (int k = 0; k < 6; k++) {
+	for (int k = 0; k < 7; k++)
 		sb_addc(&sb[k], '}');
-		params[k] = sb[k].buf;
+	if (known) {
+		/* Every item is a completed ack of what this broker delivered: one keyed update
+		 * per (partition, group), no segment read. */
+		params[0] = sb[0].buf;
+		params[1] = sb[1].buf;
+		params[2] = sb[2].buf;
+		params[3] = sb[4].buf;
+		params[4] = sb[6].buf;
+	} else {
+		for (int k = 0; k < 6; k++)
+			params[k] = sb[k].buf;
 	}
 	if (sent) {
-		e = db_exec(w->db, SQL_ACK, params, &res);
+		e = db_exec(w->db, known ? SQL_ACK_KNOWN : SQL_ACK, params, &res);
 		if (e == QE_OK) {
 			/* Rows come back with the index among the items sent to SQL. */
 			size_t *map = calloc(sent, sizeof(*map));
@@ -225,6 +266,8 @@ h_ack_run(struct req *r, struct wk *w)
 						    pidx_group_hash(it->group),
 						    atoll(PQgetvalue(res, row, 7)),
 						    it->released ? 0 : -1);
+				if (it->success && it->lease)
+					om_del(it->lease, it->pid, it->txn);
 				if (it->success && it->status[0] == 'c')
 					ok++;
 				else if (it->success)
@@ -236,7 +279,7 @@ h_ack_run(struct req *r, struct wk *w)
 			PQclear(res);
 		}
 	}
-	for (int k = 0; k < 6; k++)
+	for (int k = 0; k < 7; k++)
 		sb_free(&sb[k]);
 	if (e != QE_OK)
 		return req_fail(r, e, "ack not applied: database unavailable");

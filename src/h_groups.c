@@ -115,6 +115,8 @@ h_group_delete(struct req *r, struct wk *w)
 	json_array_foreach(pids, i, pid)
 		if (json_is_string(pid))
 			pidx_cursor(json_string_value(pid), gh, -1, 0);
+	if (meta)
+		pidx_forget_implied(gh);	/* its stored start is gone too */
 	json_object_del(o, "_pids");
 	wake_and_strip(o, "_queues");
 	if (!queue)
@@ -170,7 +172,9 @@ h_group_subscription_run(struct req *r, struct wk *w)
 
 	if ((e = sql_object(r, w, SQL_GROUP_SUBSCRIPTION, params, &o)) != QE_OK)
 		return e;
-	/* Partitions without a cursor now start elsewhere: parked pops should look again. */
+	/* Partitions without a cursor now start elsewhere: the index forgets where it thought
+	 * they started, and parked pops look again. */
+	pidx_forget_implied(pidx_group_hash(req_param(r, 0)));
 	wake_and_strip(o, "_queues");
 	req_reply_json(r, 200, o);
 	return QE_OK;

@@ -12,6 +12,7 @@
 #include "jsonio.h"
 #include "longpoll.h"
 #include "metrics.h"
+#include "offmap.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "router.h"
@@ -37,7 +38,9 @@ struct pop_job {
 	char sub_from[32];		/* ISO, or "" */
 	int64_t deadline_ms;
 	uint64_t gh;
-	int retries;
+	int parked;			/* parked before: holds a long-poll slot */
+	int unknown;			/* the index did not know the queue at the last try */
+	int64_t recheck_gap;		/* ms between rechecks that found nothing */
 };
 
 static enum qe
@@ -143,14 +146,21 @@ h_pop_prepare(struct req *r)
 	return QE_OK;
 }
 
-/* Autopilot width: one partition per ready partition, more when the oldest waits long;
- * clamped to [1, 64] (SPEC 5). */
+/* Autopilot width (SPEC 5): as many of the candidates, in the order SQL tries them, as it takes
+ * for their backlogs (as last seen) to fill the batch, and no more than the partitions with
+ * ready data; clamped to [1, 64]. Partitions holding a message or two each give wide pops,
+ * a few deep partitions narrow ones: every partition claimed costs a row lock and a lease. */
 static int64_t
-autopilot_width(int ready)
+autopilot_width(int ready, const int64_t *backlog, int n, int64_t batch)
 {
-	if (ready < 1)
-		return 1;
-	return ready > 64 ? 64 : ready;
+	int64_t sum = 0;
+	int w = 0;
+
+	while (w < n && w < 64 && sum < batch)
+		sum += backlog[w++];
+	if (w > ready)
+		w = ready;
+	return w < 1 ? 1 : w;
 }
 
 static void
@@ -158,6 +168,27 @@ add_str_field(struct strbuf *sb, const char *key, const char *val)
 {
 	sb_addf(sb, ",\"%s\":", key);
 	sb_add_jstr(sb, val);
+}
+
+/* queen_pop delivered nothing and said, per partition it looked at, where the group's cursor
+ * is (attempt column set) or would start (attempt NULL: no cursor row, the start its
+ * subscription implies) and its lease: the index learns it, so that it stops offering those
+ * partitions until a push or a lapsed lease changes them. */
+static void
+learn_cursors(struct pop_job *j, PGresult *res)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *pid = PQgetvalue(res, i, 0);
+
+		if (PQgetisnull(res, i, 10))
+			continue;
+		pidx_log_end(pid, atoll(PQgetvalue(res, i, 11)));
+		if (PQgetisnull(res, i, 9))
+			pidx_cursor_implied(pid, j->gh, atoll(PQgetvalue(res, i, 10)));
+		else
+			pidx_cursor(pid, j->gh, atoll(PQgetvalue(res, i, 10)),
+				    PQgetisnull(res, i, 12) ? 0 : atoll(PQgetvalue(res, i, 12)));
+	}
 }
 
 /* Renders the answer from queen_pop's rows and updates the index with what they tell. */
@@ -169,15 +200,21 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	int rows = PQntuples(res), claimed = 0;
 	const char *last_pid = "";
 
+	int64_t now = wall_ms(), until = 0;
+
 	for (int i = 0; i < rows; i++) {
 		if (strcmp(PQgetvalue(res, i, 0), last_pid) != 0) {
 			claimed++;
 			last_pid = PQgetvalue(res, i, 0);
-			pidx_cursor(last_pid, j->gh, atoll(PQgetvalue(res, i, 10)),
-				    j->auto_ack || PQgetisnull(res, i, 12) ? 0
-						     : atoll(PQgetvalue(res, i, 12)));
+			until = j->auto_ack || PQgetisnull(res, i, 12) ? 0
+								: atoll(PQgetvalue(res, i, 12));
+			pidx_cursor(last_pid, j->gh, atoll(PQgetvalue(res, i, 10)), until);
 			pidx_log_end(last_pid, atoll(PQgetvalue(res, i, 11)));
 		}
+		/* What an ack of this lease will name, so that it need not be looked up. */
+		if (until > 0 && !PQgetisnull(res, i, 5))
+			om_put(lease, last_pid, PQgetvalue(res, i, 5), atoll(PQgetvalue(res, i, 3)),
+			       until, now);
 	}
 	sb_init(&sb);
 	sb_adds(&sb, "{\"success\":true");
@@ -218,6 +255,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	 int64_t *recheck_wall)
 {
 	char (*cands)[UUID_STR_LEN] = NULL;
+	int64_t *backlog = NULL;
 	struct strbuf cand_sb;
 	char lease_id[UUID_STR_LEN], batch[24], width[24], lease_s[24];
 	int n = -1, ready = 0;
@@ -228,22 +266,26 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	*delivered = 0;
 	*had_candidates = 1;
 	*recheck_wall = 0;
+	j->unknown = 0;
 	sb_init(&cand_sb);
 	if (j->queue) {
 		cands = malloc(sizeof(*cands) * MAX_CANDIDATES);
-		QASSERT(cands != NULL);
+		backlog = malloc(sizeof(*backlog) * MAX_CANDIDATES);
+		QASSERT(cands != NULL && backlog != NULL);
 		/* Offer SQL a few more partitions than it may claim: some will be taken by
 		 * other pops meanwhile (SKIP LOCKED). Autopilot may claim up to 64. */
 		int64_t most = j->autopilot && !j->partitions_sent ? 64 : parts;
 
-		n = pidx_candidates(j->queue, j->partition, j->gh, cands,
+		n = pidx_candidates(j->queue, j->partition, j->gh, cands, backlog,
 				    (int)(most * 4 > MAX_CANDIDATES ? MAX_CANDIDATES
 						 : (most * 4 < 8 ? 8 : most * 4)),
 				    recheck_wall,
 				    j->autopilot && !j->partitions_sent ? &ready : NULL);
+		j->unknown = n < 0;
 		if (n == 0) {
 			*had_candidates = 0;
 			free(cands);
+			free(backlog);
 			return QE_OK;
 		}
 		if (n > 0) {
@@ -258,7 +300,8 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 		free(cands);
 	}
 	if (j->autopilot && !j->partitions_sent)
-		parts = autopilot_width(n > 0 ? ready : 1);
+		parts = n > 0 ? autopilot_width(ready, backlog, n, j->batch) : 1;
+	free(backlog);
 	uuid_v7(lease_id);
 	snprintf(batch, sizeof(batch), "%lld", (long long)j->batch);
 	snprintf(width, sizeof(width), "%lld", (long long)parts);
@@ -268,11 +311,14 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 		j->lease_given ? lease_s : NULL, j->auto_ack ? "true" : "false", j->sub_mode,
 		j->sub_from[0] ? j->sub_from : NULL, lease_id, n > 0 ? cand_sb.buf : NULL,
 	};
+	metrics_pop_query();
 	e = db_exec(w->db, SQL_POP, params, &res);
 	sb_free(&cand_sb);
 	if (e != QE_OK)
 		return req_fail(r, e, "pop failed: database unavailable");
-	if (PQntuples(res) > 0) {
+	if (PQntuples(res) > 0 && PQgetisnull(res, 0, 3)) {
+		learn_cursors(j, res);
+	} else if (PQntuples(res) > 0) {
 		render(r, j, res, lease_id, (int)parts);
 		*delivered = 1;
 	}
@@ -280,45 +326,64 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	return QE_OK;
 }
 
+/* Rechecks of a parked pop that pushes cannot announce (a visibility delay, an index that
+ * saw work SQL would not hand out): the first after a second, each next one twice as late,
+ * up to RECHECK_MAX_MS; a queue unknown to the index is looked at only every
+ * RECHECK_UNKNOWN_MS (the push that creates it wakes the pop, so this is only a safety net).
+ * Parked pops of a new group on an old backlog thus cost PostgreSQL a trickle, not one query
+ * each every second. */
+#define RECHECK_FIRST_MS 1000
+#define RECHECK_MAX_MS 8000
+#define RECHECK_UNKNOWN_MS 30000
+
 enum qe
 h_pop_run(struct req *r, struct wk *w)
 {
 	struct pop_job *j = r->job;
+	uint64_t gen = lp_gen(j->queue, j->ns, j->task);
+	int delivered = 0, had_candidates = 1;
+	int64_t recheck_wall = 0;
+	struct lp_filter f;
+	/* Pop maintenance (h_system.c): deliver nothing; a long-poll waits on, looking again at
+	 * its rechecks, so it delivers soon after the switch is turned off. */
+	enum qe e = h_system_pops_paused() ? QE_OK :
+		    pop_once(r, j, w, &delivered, &had_candidates, &recheck_wall);
 
-	for (;;) {
-		uint64_t gen = lp_gen(j->queue);
-		int delivered = 0, had_candidates = 1;
-		int64_t recheck_wall = 0;
-		/* Pop maintenance (h_system.c): deliver nothing; a long-poll waits on, looking
-		 * again every second, so it delivers soon after the switch is turned off. */
-		enum qe e = h_system_pops_paused() ? QE_OK :
-			    pop_once(r, j, w, &delivered, &had_candidates, &recheck_wall);
-		struct lp_filter f;
-
-		if (e != QE_OK || delivered)
-			return e;
-		if (!j->wait || now_ms() >= j->deadline_ms)
-			break;
-		f.queue = j->queue;
-		f.ns = j->ns;
-		f.task = j->task;
-		f.group_hash = j->gh;
-		f.deadline_ms = j->deadline_ms;
-		/* Wake again by itself when a lease lapses, or when the index saw work that SQL
-		 * would not hand out (visibility delay, a stale cache): pushes cannot tell us. */
+	if (e != QE_OK || delivered)
+		return e;
+	if (!j->wait || now_ms() >= j->deadline_ms) {
+		req_reply(r, 204, NULL, 0);
+		return QE_OK;
+	}
+	f.queue = j->queue;
+	f.ns = j->ns;
+	f.task = j->task;
+	f.group_hash = j->gh;
+	f.deadline_ms = j->deadline_ms;
+	f.admitted = j->parked;
+	if (recheck_wall) {
+		/* A lease lapses then: exactly when it becomes claimable. */
+		f.recheck_ms = now_ms() + (recheck_wall - wall_ms()) + 5;
+	} else if (!had_candidates) {
+		/* The index knows there is nothing: only a push (a wake) can change that. */
 		f.recheck_ms = 0;
-		if (recheck_wall)
-			f.recheck_ms = now_ms() + (recheck_wall - wall_ms()) + 5;
-		else if (had_candidates)
-			f.recheck_ms = now_ms() + 1000;
-		switch (lp_park(r, &f, gen)) {
-		case LP_PARKED:
-			return QE_PARKED;
-		case LP_RETRY:
-			continue;
-		case LP_REFUSED:
-			break;
-		}
+	} else {
+		int unknown = j->queue && j->unknown;
+
+		j->recheck_gap = unknown ? RECHECK_UNKNOWN_MS
+			       : j->recheck_gap ? (j->recheck_gap * 2 > RECHECK_MAX_MS
+						   ? RECHECK_MAX_MS : j->recheck_gap * 2)
+						: RECHECK_FIRST_MS;
+		f.recheck_ms = now_ms() + j->recheck_gap;
+	}
+	switch (lp_park(r, &f, gen)) {
+	case LP_PARKED:
+		j->parked = 1;
+		return QE_PARKED;
+	case LP_FULL:
+		return req_fail(r, QE_BUSY, "too many parked long-polls (QUEEN_MAX_LONGPOLLS %lld)",
+				(long long)qconf.max_longpolls);
+	case LP_REFUSED:
 		break;
 	}
 	req_reply(r, 204, NULL, 0);

@@ -12,6 +12,7 @@
 #include "maint.h"
 #include "metrics.h"
 #include "migrate.h"
+#include "offmap.h"
 #include "pindex.h"
 #include "workers.h"
 
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -50,6 +52,25 @@ notify_systemd(const char *state)
 		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path))) < 0)
 		log_warn("systemd notification failed: %s", strerror(errno));
 	close(fd);
+}
+
+/* Every parked long-poll holds a socket: take the whole hard limit on open files, so that
+ * QUEEN_MAX_LONGPOLLS (10,000 by default) is what bounds them, not a soft limit of 1,024. */
+static void
+raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_warn("cannot raise the open file limit: %s", strerror(errno));
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (int64_t)rl.rlim_cur < qconf.max_longpolls + 1024)
+		log_warn("open file limit %llu is below QUEEN_MAX_LONGPOLLS + 1024: parked "
+			 "long-polls will be refused by the kernel before the broker's cap",
+			 (unsigned long long)rl.rlim_cur);
 }
 
 /* Connects for the migrations, waiting for PostgreSQL while it is not up yet. Returns NULL
@@ -105,6 +126,7 @@ shutdown_all(void)
 	http_stop();
 	pidx_thread_offline();
 	pidx_destroy();
+	om_destroy();
 }
 
 int
@@ -162,8 +184,10 @@ main(int argc, char **argv)
 	 * threshold and keeping them on the heap, where fragmentation holds on to them. */
 	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+	raise_fd_limit();
 	metrics_start();
 	pidx_init();
+	om_init();
 	pidx_thread_online();
 	log_info("queend %s starting", PACKAGE_VERSION);
 
@@ -171,6 +195,7 @@ main(int argc, char **argv)
 	if (!pg) {
 		pidx_thread_offline();
 		pidx_destroy();
+		om_destroy();
 		conf_free(&qconf);
 		return 0;
 	}
@@ -179,6 +204,7 @@ main(int argc, char **argv)
 		log_error("cannot bring the database schema up to date; stopping");
 		pidx_thread_offline();
 		pidx_destroy();
+		om_destroy();
 		conf_free(&qconf);
 		return 1;
 	}

@@ -196,6 +196,24 @@ static _Atomic int maint_exit;
 static struct dbconn *maint_db;
 static unsigned maint_listen_serial;	/* connection serial LISTEN was issued on, 0 = none */
 
+/* Forgets the cursors the index inferred from the groups' stored starts when those changed
+ * since the last resync (a subscription moved, a group was deleted, on any broker). */
+static void
+resync_subscriptions(struct dbconn *db)
+{
+	static char last[40];
+	PGresult *res;
+
+	if (db_exec(db, SQL_SUBSCRIPTIONS_SUM, NULL, &res) != QE_OK)
+		return;
+	if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), last) != 0) {
+		if (last[0])
+			pidx_forget_implied(0);
+		snprintf(last, sizeof(last), "%s", PQgetvalue(res, 0, 0));
+	}
+	PQclear(res);
+}
+
 /* Reloads every partition and cursor; returns how many partitions advanced, or -1. */
 static int
 resync(struct dbconn *db)
@@ -203,6 +221,8 @@ resync(struct dbconn *db)
 	PGresult *res;
 	int advanced = 0;
 	uint64_t mark = pidx_cursor_mark();
+
+	resync_subscriptions(db);
 
 	if (db_exec(db, SQL_INDEX_SNAPSHOT, NULL, &res) != QE_OK)
 		return -1;

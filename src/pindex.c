@@ -5,6 +5,7 @@
  * Counters in a node are atomics, so readers need no lock. Names are hashed with a keyed
  * SipHash so clients cannot aim collisions at a bucket. */
 #include "pindex.h"
+#include "names.h"
 #include "qassert.h"
 #include "siphash.h"
 
@@ -22,6 +23,18 @@ struct gslot {
 	_Atomic int64_t committed;
 	_Atomic int64_t lease_until;
 	_Atomic uint64_t stamp;		/* cursor_seq of the last live update */
+	_Atomic int implied;		/* no cursor row: committed is where the group would start */
+};
+
+/* A partition's group slots: a chain of blocks, the first inside the partition node. A block
+ * is appended (CAS on the tail's next) when a group finds every slot taken, and never removed
+ * before the partition itself: readers walk the chain without a lock, and any number of
+ * groups stays on the fast path. */
+#define GSLOT_BLOCK 4
+
+struct gblock {
+	struct gslot s[GSLOT_BLOCK];
+	struct gblock *_Atomic next;
 };
 
 struct pq_queue;
@@ -34,7 +47,7 @@ struct pq_part {
 	char *name;
 	struct pq_queue *q;
 	_Atomic int64_t log_end;
-	struct gslot slots[PIDX_GROUP_SLOTS];
+	struct gblock groups;
 };
 
 /* A queue's partitions. Writers (serialised by pidx_write_mu) append in place while there is
@@ -132,6 +145,14 @@ pidx_thread_offline(void)
 static void
 free_part(struct pq_part *p)
 {
+	struct gblock *b = atomic_load(&p->groups.next);
+
+	while (b) {
+		struct gblock *next = atomic_load(&b->next);
+
+		free(b);
+		b = next;
+	}
 	free(p->name);
 	free(p);
 }
@@ -292,17 +313,15 @@ xstrdup(const char *s)
 	return d;
 }
 
-/* Splits "a.b.c" into namespace "a" and task "b" (SPEC 4). */
+/* The labels of a queue the index learns by name only (names.c holds the rule). */
 static void
 derive_labels(const char *name, char **ns, char **task)
 {
-	const char *dot = strchr(name, '.');
-	const char *dot2 = dot ? strchr(dot + 1, '.') : NULL;
+	char nsb[NAMES_BUF], taskb[NAMES_BUF];
 
-	*ns = dot ? strndup(name, (size_t)(dot - name)) : xstrdup("");
-	*task = dot ? (dot2 ? strndup(dot + 1, (size_t)(dot2 - dot - 1)) : xstrdup(dot + 1))
-		    : xstrdup("");
-	QASSERT(*ns && *task);
+	names_labels(name, nsb, sizeof(nsb), taskb, sizeof(taskb));
+	*ns = xstrdup(nsb);
+	*task = xstrdup(taskb);
 }
 
 /* Returns the queue node, creating it. Called under pidx_write_mu and a read-side section. */
@@ -361,8 +380,8 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 		p->name = xstrdup(partition);
 		p->q = q;
 		atomic_store(&p->log_end, log_end);
-		for (int i = 0; i < PIDX_GROUP_SLOTS; i++)
-			atomic_store(&p->slots[i].committed, -1);
+		for (int i = 0; i < GSLOT_BLOCK; i++)
+			atomic_store(&p->groups.s[i].committed, -1);
 		cds_lfht_add(ht_ids, hash_str(pid), &p->by_id);
 		atomic_fetch_add(&pidx_learned, 1);
 		cds_lfht_add(ht_parts, hash_pair(queue, partition), &p->by_name);
@@ -448,20 +467,36 @@ pidx_log_end(const char *pid, int64_t log_end)
 static struct gslot *
 find_slot(struct pq_part *p, uint64_t gh, int claim)
 {
-	for (int i = 0; i < PIDX_GROUP_SLOTS; i++)
-		if (atomic_load(&p->slots[i].gh) == gh)
-			return &p->slots[i];
+	struct gblock *b;
+
+	for (b = &p->groups; b; b = atomic_load(&b->next))
+		for (int i = 0; i < GSLOT_BLOCK; i++)
+			if (atomic_load(&b->s[i].gh) == gh)
+				return &b->s[i];
 	if (!claim)
 		return NULL;
-	for (int i = 0; i < PIDX_GROUP_SLOTS; i++) {
-		uint64_t zero = 0;
+	for (b = &p->groups;;) {
+		for (int i = 0; i < GSLOT_BLOCK; i++) {
+			uint64_t seen = 0;
 
-		if (atomic_compare_exchange_strong(&p->slots[i].gh, &zero, gh))
-			return &p->slots[i];
-		if (zero == gh)
-			return &p->slots[i];
+			if (atomic_compare_exchange_strong(&b->s[i].gh, &seen, gh) || seen == gh)
+				return &b->s[i];
+		}
+		struct gblock *next = atomic_load(&b->next);
+
+		if (!next) {
+			struct gblock *nb = calloc(1, sizeof(*nb));
+
+			QASSERT(nb != NULL);
+			for (int i = 0; i < GSLOT_BLOCK; i++)
+				atomic_store(&nb->s[i].committed, -1);
+			atomic_store(&nb->s[0].gh, gh);
+			if (atomic_compare_exchange_strong(&b->next, &next, nb))
+				return &nb->s[0];
+			free(nb);	/* another group appended first: look in its block */
+		}
+		b = next;
 	}
-	return NULL;
 }
 
 /* Live updates (what a handler saw committed) are numbered; a snapshot taken before one of
@@ -471,7 +506,7 @@ static _Atomic uint64_t cursor_seq;
 
 static void
 cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until, int live,
-	   uint64_t mark)
+	   uint64_t mark, int implied)
 {
 	struct pq_part *p;
 	struct gslot *s;
@@ -483,6 +518,7 @@ cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
 		if (live)
 			atomic_store(&s->stamp, atomic_fetch_add(&cursor_seq, 1) + 1);
 		atomic_store(&s->committed, committed);
+		atomic_store(&s->implied, implied);
 		if (lease_until >= 0)
 			atomic_store(&s->lease_until, lease_until);
 	}
@@ -492,7 +528,38 @@ cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
 void
 pidx_cursor(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until)
 {
-	cursor_set(pid, gh, committed, lease_until, 1, 0);
+	cursor_set(pid, gh, committed, lease_until, 1, 0, 0);
+}
+
+void
+pidx_cursor_implied(const char *pid, uint64_t gh, int64_t start)
+{
+	cursor_set(pid, gh, start, 0, 1, 0, 1);
+}
+
+void
+pidx_forget_implied(uint64_t gh)
+{
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+
+	urcu_memb_read_lock();
+	cds_lfht_for_each(ht_ids, &it, n) {
+		struct pq_part *p = caa_container_of(n, struct pq_part, by_id);
+
+		for (struct gblock *b = &p->groups; b; b = atomic_load(&b->next)) {
+			for (int i = 0; i < GSLOT_BLOCK; i++) {
+				struct gslot *s = &b->s[i];
+				uint64_t sg = atomic_load(&s->gh);
+
+				if (sg && (!gh || sg == gh) && atomic_load(&s->implied)) {
+					atomic_store(&s->committed, -1);
+					atomic_store(&s->implied, 0);
+				}
+			}
+		}
+	}
+	urcu_memb_read_unlock();
 }
 
 uint64_t
@@ -505,7 +572,7 @@ void
 pidx_cursor_snapshot(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
 		     uint64_t mark)
 {
-	cursor_set(pid, gh, committed, lease_until, 0, mark);
+	cursor_set(pid, gh, committed, lease_until, 0, mark, 0);
 }
 
 int
@@ -584,12 +651,13 @@ pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions, int
 	urcu_memb_read_unlock();
 }
 
-/* 1 when the group has something to read on p as last seen; sets *lease_block when only a
- * live lease stands in the way. */
-static int
-has_work(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block)
+/* How many offsets the group has to read on p as last seen (0 = nothing, or only a live lease
+ * stands in the way: then *lease_block is its expiry). A group never seen here counts the
+ * whole log: SQL decides where its cursor starts. */
+static int64_t
+pending(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block)
 {
-	int64_t end = atomic_load(&p->log_end);
+	int64_t end = atomic_load(&p->log_end), committed;
 	struct gslot *s = find_slot(p, gh, 0);
 	int64_t until;
 
@@ -597,22 +665,24 @@ has_work(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block)
 	if (end < 0)
 		return 0;
 	if (!s)
-		return 1;	/* never seen this group here: let SQL decide */
-	if (atomic_load(&s->committed) >= end)
+		return end + 1;
+	committed = atomic_load(&s->committed);
+	if (committed >= end)
 		return 0;
 	until = atomic_load(&s->lease_until);
 	if (until > now) {
 		*lease_block = until;
 		return 0;
 	}
-	return 1;
+	return end - (committed < -1 ? -1 : committed);
 }
 
 int
 pidx_candidates(const char *queue, const char *partition, uint64_t gh,
-		char (*ids)[UUID_STR_LEN], int max, int64_t *recheck, int *ready)
+		char (*ids)[UUID_STR_LEN], int64_t *backlog, int max, int64_t *recheck,
+		int *ready)
 {
-	int64_t now = wall_now_ms(), block;
+	int64_t now = wall_now_ms(), block, np;
 	int n = 0, nready = 0;
 
 	*recheck = 0;
@@ -622,8 +692,11 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 
 		if (!p) {
 			n = -1;
-		} else if (has_work(p, gh, now, &block)) {
-			memcpy(ids[n++], p->id, UUID_STR_LEN);
+		} else if ((np = pending(p, gh, now, &block)) > 0) {
+			memcpy(ids[n], p->id, UUID_STR_LEN);
+			if (backlog)
+				backlog[n] = np;
+			n++;
 			nready = 1;
 		} else {
 			*recheck = block;
@@ -637,7 +710,10 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 		if (len == 0) {
 			n = -1;
 		} else {
-			size_t start = atomic_fetch_add(&q->rotor, 1) % len;
+			/* Concurrent pops start max apart, so that their candidate lists do not
+			 * overlap where the queue has enough ready partitions: two pops offered
+			 * the same partitions only skip each other's claims. */
+			size_t start = atomic_fetch_add(&q->rotor, (unsigned)max) % len;
 
 			/* Without a count to make, the scan ends at max candidates. The
 			 * recheck time of a cut scan is unknown (0): a pop that then gets
@@ -648,10 +724,14 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 			for (i = 0; i < len && (ready || n < max); i++) {
 				struct pq_part *p = parts->p[(start + i) % len];
 
-				if (has_work(p, gh, now, &block)) {
+				if ((np = pending(p, gh, now, &block)) > 0) {
 					nready++;
-					if (n < max)
-						memcpy(ids[n++], p->id, UUID_STR_LEN);
+					if (n < max) {
+						memcpy(ids[n], p->id, UUID_STR_LEN);
+						if (backlog)
+							backlog[n] = np;
+						n++;
+					}
 				} else if (block && (*recheck == 0 || block < *recheck)) {
 					*recheck = block;
 				}

@@ -1,8 +1,8 @@
 /* pindex: the RCU partition index, a cache of PostgreSQL (never the truth).
  *
  * Per queue: id, namespace, task and its partitions; per partition: id, last offset (log end)
- * and, for up to PIDX_GROUP_SLOTS consumer groups, the committed offset and lease expiry as
- * last seen. It resolves names to ids without a query, chooses which partitions a pop should
+ * and, for every consumer group that read it, the committed offset and lease expiry as last
+ * seen. It resolves names to ids without a query, chooses which partitions a pop should
  * try (and how many: pop autopilot), and tells when a parked pop has nothing to wait for.
  * Every claim is still decided by SQL under a row lock, so a stale entry costs a wasted try
  * or a late wakeup, never a wrong delivery; LISTEN/NOTIFY and a periodic resync repair it.
@@ -16,8 +16,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-#define PIDX_GROUP_SLOTS 4
 
 void pidx_init(void);
 void pidx_destroy(void);
@@ -45,6 +43,13 @@ int pidx_log_end(const char *pid, int64_t log_end);
 /* Records a group's cursor on a partition: committed offset and lease expiry (wall ms, 0 =
  * none, -1 = unchanged). */
 void pidx_cursor(const char *pid, uint64_t group_hash, int64_t committed, int64_t lease_until);
+/* A cursor the group has not got yet on a partition: start is where its subscription makes it
+ * begin (SPEC 5 "First contact"), as a pop found. Kept apart from cursors seen in PostgreSQL,
+ * because a change of the subscription moves it. */
+void pidx_cursor_implied(const char *pid, uint64_t group_hash, int64_t start);
+/* Forgets every implied cursor of the group (group_hash 0: of every group), after its
+ * subscription changed: its pops go to SQL again, which tells the new starts. */
+void pidx_forget_implied(uint64_t group_hash);
 /* The same from a database snapshot: pidx_cursor_mark() is taken before the snapshot's
  * query, and a cursor updated live since then keeps the newer state. */
 uint64_t pidx_cursor_mark(void);
@@ -69,8 +74,11 @@ void pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions
  * the index and SQL must look for itself. *recheck is set to the earliest wall time (ms) at
  * which a partition skipped for its lease becomes claimable, or 0. *ready counts every
  * partition with work (not only the max returned), for autopilot; with ready NULL the scan
- * stops at max candidates. */
+ * stops at max candidates. backlog (NULL = not wanted) receives, per candidate, how many
+ * offsets the group has to read there as last seen (the whole log for a group the index has
+ * not seen on it). Consecutive calls start max partitions apart. */
 int pidx_candidates(const char *queue, const char *partition, uint64_t group_hash,
-		    char (*ids)[UUID_STR_LEN], int max, int64_t *recheck, int *ready);
+		    char (*ids)[UUID_STR_LEN], int64_t *backlog, int max, int64_t *recheck,
+		    int *ready);
 
 #endif

@@ -23,6 +23,10 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed "
 		"FROM queen_ack($1::text[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], "
 		"$6::text[])", 6 },
+	[SQL_ACK_KNOWN] = { "ack_known",
+		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed "
+		"FROM queen_ack_known($1::text[], $2::uuid[], $3::text[], $4::uuid[], $5::bigint[])",
+		5 },
 	[SQL_EXTEND] = { "extend",
 		"SELECT renewed, to_char(expires_at AT TIME ZONE 'UTC', "
 		"'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM queen_extend($1::uuid, $2::int)", 2 },
@@ -38,6 +42,8 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"log_end, group_name, committed, "
 		"(extract(epoch FROM lease_expires_at) * 1000)::bigint "
 		"FROM queen_index_snapshot()", 0 },
+	[SQL_SUBSCRIPTIONS_SUM] = { "subscriptions_sum",
+		"SELECT queen_subscriptions_sum()", 0 },
 	[SQL_STATS] = { "stats", "SELECT queen_stats()::text", 0 },
 	[SQL_PING] = { "ping", "SELECT 1", 0 },
 	[SQL_LISTEN] = { "listen", "LISTEN queen_push", 0 },

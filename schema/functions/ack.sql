@@ -260,3 +260,87 @@ BEGIN
 	FROM v LEFT JOIN fin ON fin.pid = v.pid AND fin.g = v.g;
 END
 $$;
+
+-- Ack of items whose offsets the broker already knows (p_off, from src/offmap.c: what its own
+-- pop delivered under that lease, read from segments that never change).  The broker calls it
+-- only when every item is 'completed' and names its lease and offset.  Then the commit is one
+-- keyed UPDATE per (partition, group), all of them in one statement, that takes the new
+-- committed offset only where the lease is still live and held by that id (so the span is the
+-- one the pop delivered) and the offsets lie inside it (above committed, at most batch_end):
+-- nothing is read from the segments.  The cursors are locked in (partition, group) order
+-- first, as queen_ack locks them.  Items whose cursor did not take the update (an expired or
+-- foreign lease, a re-ack) go through queen_ack, which gives them their verdicts.
+CREATE FUNCTION queen_ack_known(p_group text[], p_pid uuid[], p_txn text[], p_lease uuid[],
+				p_off bigint[])
+RETURNS TABLE (idx int, success bool, error text, lease_released bool, dlq bool, noop bool,
+	       partition_id uuid, committed bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+	v_n bigint;
+	v_rest int[];
+BEGIN
+	IF coalesce(cardinality(p_txn), 0) = 0 THEN
+		RETURN;
+	END IF;
+
+	RETURN QUERY
+	WITH it AS (
+		SELECT u.o, coalesce(u.g, '__QUEUE_MODE__') AS g, u.pid, u.lease, u.off
+		FROM unnest(p_group, p_pid, p_lease, p_off) WITH ORDINALITY
+			AS u (g, pid, lease, off, o)
+		WHERE u.off IS NOT NULL AND u.lease IS NOT NULL
+	), x AS (
+		SELECT it.pid, it.g, (array_agg(it.lease))[1] AS lease, min(it.off) AS lo,
+		       max(it.off) AS hi
+		FROM it
+		GROUP BY 1, 2
+		HAVING count(DISTINCT it.lease) = 1
+	), lk AS MATERIALIZED (
+		SELECT c.partition_id AS pid, c.group_name AS g
+		FROM queen_cursors c
+		WHERE (c.partition_id, c.group_name) IN (SELECT x.pid, x.g FROM x)
+		ORDER BY c.partition_id, c.group_name
+		FOR UPDATE OF c
+	), up AS (
+		UPDATE queen_cursors c SET
+			committed = x.hi,
+			lease_id = CASE WHEN x.hi >= c.batch_end THEN NULL ELSE c.lease_id END,
+			lease_expires_at = CASE WHEN x.hi >= c.batch_end THEN NULL
+						ELSE c.lease_expires_at END,
+			retry_count = CASE WHEN x.hi >= c.batch_end THEN 0 ELSE c.retry_count END,
+			batch_end = CASE WHEN x.hi >= c.batch_end THEN NULL ELSE c.batch_end END,
+			updated_at = now()
+		FROM lk JOIN x ON x.pid = lk.pid AND x.g = lk.g
+		WHERE c.partition_id = lk.pid AND c.group_name = lk.g
+		  AND c.lease_id = x.lease AND c.lease_expires_at > now()
+		  AND x.lo > c.committed AND x.hi <= c.batch_end
+		RETURNING c.partition_id AS pid, c.group_name AS g, c.committed AS cm,
+			  c.batch_end IS NULL AS rel
+	)
+	SELECT (it.o - 1)::int, true, NULL::text, up.rel, false, false, it.pid, up.cm
+	FROM it JOIN up ON up.pid = it.pid AND up.g = it.g
+	ORDER BY it.o;
+	GET DIAGNOSTICS v_n = ROW_COUNT;
+	IF v_n = cardinality(p_txn) THEN
+		RETURN;
+	END IF;
+
+	-- The rest: every item whose cursor this transaction did not write.
+	SELECT array_agg(u.o::int ORDER BY u.o) INTO v_rest
+	FROM unnest(p_group, p_pid) WITH ORDINALITY AS u (g, pid, o)
+	WHERE NOT EXISTS (SELECT 1 FROM queen_cursors c
+			  WHERE c.partition_id = u.pid
+			    AND c.group_name = coalesce(u.g, '__QUEUE_MODE__')
+			    AND c.xmin = pg_current_xact_id()::xid);
+	RETURN QUERY
+	SELECT v_rest[a.idx + 1] - 1, a.success, a.error, a.lease_released, a.dlq, a.noop,
+	       a.partition_id, a.committed
+	FROM queen_ack((SELECT array_agg(p_group[i] ORDER BY i) FROM unnest(v_rest) AS i),
+		       (SELECT array_agg(p_pid[i] ORDER BY i) FROM unnest(v_rest) AS i),
+		       (SELECT array_agg(p_txn[i] ORDER BY i) FROM unnest(v_rest) AS i),
+		       (SELECT array_agg('completed'::text) FROM unnest(v_rest) AS i),
+		       (SELECT array_agg(p_lease[i] ORDER BY i) FROM unnest(v_rest) AS i),
+		       (SELECT array_agg(NULL::text) FROM unnest(v_rest) AS i)) a;
+END
+$$;

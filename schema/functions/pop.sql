@@ -10,6 +10,12 @@
 -- offsets) reads every small segment in between: up to a thousand index entries and heap
 -- rows for a partition fed one message per push.
 
+-- The class (first key) of the advisory locks that gate the writing of a new cursor row; the
+-- second key is a hash of (partition, group).  Two int4 keys never meet the bigint keys of
+-- the migration and retention locks.
+CREATE FUNCTION queen_cursor_lock_class() RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 515176 $$;
+
 -- Pop (SPEC.md 5).  Claims up to p_max_partitions partitions with deliverable data for the
 -- group (cursor rows FOR UPDATE SKIP LOCKED: claims never wait), leases them under
 -- p_lease_id (or commits at once when p_auto_ack) and returns up to p_batch messages, one row
@@ -36,9 +42,110 @@ DECLARE
 	v_met bool;
 	v_missing bigint := 0;
 	v_round int;
+	v_src int;
 BEGIN
 	IF v_batch < 1 OR v_width < 1 THEN
 		RETURN;
+	END IF;
+
+	-- The steady state, in one statement: the broker's index named the candidates, and the
+	-- group has met the queue and holds cursors on them.  Claim (SKIP LOCKED, the lease
+	-- condition rechecked on the locked row version), lease and read the slices of the
+	-- segments the leases cover.  Nothing claimed here (a candidate without a cursor yet,
+	-- or every one taken meanwhile) leaves the rest of the function to find out why.
+	IF p_candidates IS NOT NULL AND p_queue IS NOT NULL THEN
+		RETURN QUERY
+		WITH cl AS (
+			SELECT u.o, p.id AS pid, p.name AS pname, q.name AS qname,
+			       p.next_offset - 1 AS lend,
+			       greatest(c.committed, p.log_start - 1) AS base,
+			       CASE WHEN q.delayed_processing <= 0
+					 OR p.last_created_at <= now() - make_interval(
+						secs => q.delayed_processing)
+				    THEN p.next_offset - 1
+				    ELSE coalesce(queen_offset_at(p.id, now() - make_interval(
+						secs => q.delayed_processing), true),
+						p.next_offset) - 1
+			       END AS vend,
+			       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs
+			FROM unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
+			JOIN queen_partitions p ON p.id = u.pid
+			JOIN queen_queues q ON q.id = p.queue_id
+			JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+			WHERE q.name = p_queue
+			  AND (p_partition IS NULL OR p.name = p_partition)
+			  AND (v_qmode OR EXISTS (SELECT 1 FROM queen_subscriptions s
+						  WHERE s.group_name = v_group
+						    AND s.queue_id = q.id))
+			  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+			  AND (q.window_buffer <= 0
+			       OR p.last_created_at <= now() - make_interval(
+					secs => q.window_buffer))
+			  AND (q.delayed_processing <= 0 OR EXISTS (
+				SELECT 1 FROM queen_segments s
+				WHERE s.partition_id = p.id
+				  AND s.base_offset <= greatest(c.committed, p.log_start - 1) + 1
+				  AND s.base_offset > greatest(c.committed, p.log_start - 1) + 1 - 1000
+				  AND s.end_offset >= greatest(c.committed, p.log_start - 1) + 1
+				  AND s.created_at <= now() - make_interval(
+					secs => q.delayed_processing)))
+			ORDER BY u.o
+			LIMIT v_width
+			FOR UPDATE OF c SKIP LOCKED
+		), qt AS (
+			SELECT cl.*,
+			       least(greatest(cl.vend - cl.base, 0),
+				     greatest(v_batch - coalesce(sum(greatest(cl.vend - cl.base, 0))
+					OVER (ORDER BY cl.o ROWS BETWEEN UNBOUNDED PRECEDING
+					      AND 1 PRECEDING)::bigint, 0), 0))
+				AS take
+			FROM cl
+		), upd AS (
+			UPDATE queen_cursors c SET
+				committed = CASE WHEN v_auto THEN qt.base + qt.take
+						 ELSE c.committed END,
+				lease_id = CASE WHEN v_auto THEN NULL ELSE v_lease END,
+				lease_expires_at = CASE WHEN v_auto THEN NULL
+						   ELSE now() + make_interval(secs => qt.secs) END,
+				batch_end = CASE WHEN v_auto THEN NULL ELSE qt.base + qt.take END,
+				retry_count = CASE WHEN v_auto THEN 0 ELSE c.retry_count END,
+				attempt_base = qt.base + 1,
+				attempt_count = CASE WHEN c.attempt_base = qt.base + 1
+						THEN c.attempt_count + 1 ELSE 1 END,
+				updated_at = now()
+			FROM qt
+			WHERE qt.take > 0 AND c.partition_id = qt.pid AND c.group_name = v_group
+			RETURNING c.partition_id AS pid, c.committed AS cmt,
+				  c.attempt_count AS att, c.lease_expires_at AS lexp
+		)
+		SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
+		       z.created_at, z.att, z.cmt, z.lend, z.lexp
+		FROM (SELECT qt.o, qt.pid, qt.pname, qt.qname, s.base_offset + r.lo - 1 AS first,
+			     s.created_at, upd.att, upd.cmt, qt.lend, upd.lexp,
+			     generate_series(0, r.hi - r.lo) AS k,
+			     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
+			     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
+			     unnest(s.payloads[r.lo:r.hi]) AS payload
+		      FROM qt
+		      JOIN upd ON upd.pid = qt.pid
+		      JOIN queen_segments s ON s.partition_id = qt.pid
+			AND s.base_offset <= qt.base + qt.take
+			AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
+						       FROM queen_segments s0
+						       WHERE s0.partition_id = qt.pid
+							 AND s0.base_offset <= qt.base + 1),
+						      qt.base + 1 - 999)
+			AND s.end_offset > qt.base
+		      CROSS JOIN LATERAL (
+				SELECT greatest(qt.base + 1 - s.base_offset + 1, 1) AS lo,
+				       least(qt.base + qt.take, s.end_offset) - s.base_offset + 1
+				       AS hi) r
+		      WHERE qt.take > 0) z
+		ORDER BY z.o, 4;
+		IF FOUND THEN
+			RETURN;
+		END IF;
 	END IF;
 
 	-- The queues; whether the group has met them all yet; how many of the broker's
@@ -83,89 +190,134 @@ BEGIN
 		ON CONFLICT DO NOTHING;
 	END IF;
 
-	-- Candidate partitions, in the order they are to be tried: the broker's list (the
-	-- claim below keeps those of the queues and partition asked for), else every
-	-- partition holding data, least recently served cursor first.
-	IF p_candidates IS NOT NULL THEN
-		v_cand := p_candidates;
-	ELSE
-		SELECT array_agg(p.id ORDER BY c.updated_at NULLS FIRST, p.id),
-		       count(*) FILTER (WHERE c.partition_id IS NULL)
-		INTO v_cand, v_missing
-		FROM queen_partitions p
-		LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
-		WHERE p.queue_id = ANY (v_queues)
-		  AND (p_partition IS NULL OR p.name = p_partition)
-		  AND p.next_offset > p.log_start
-		  AND (c.partition_id IS NULL
-		       OR (p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
-			   AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())));
-	END IF;
-	IF v_cand IS NULL THEN
-		RETURN;
-	END IF;
-
-	-- Claim, in candidate order, among the candidates the group has a cursor on; the lease
-	-- condition is rechecked on the locked row version (EvalPlanQual).  Candidates the group
-	-- has never read get their cursor first, at the group's start, but only as many as the
-	-- pop may claim: concurrent pops are handed overlapping candidate lists, and a cursor
-	-- row inserted for a partition another pop inserts too makes each wait for the other's
-	-- commit (ON CONFLICT).  When the claim comes up short and more candidates lack a
-	-- cursor, those get theirs and the claim runs once more.
+	-- Candidate partitions, in the order they are to be tried: first the broker's list (the
+	-- claim below keeps those of the queues and partition asked for); when nothing of it
+	-- can be claimed, or the broker has none, every partition holding data that has no
+	-- cursor of the group or one with work and no live lease, least recently served first.
+	-- The index is a cache: a partition it does not know the group's state on (a cursor
+	-- the group has not got yet) must not hide data elsewhere.
 	v_claim := '{}';
-	FOR v_round IN 1 .. 2 LOOP
-		IF v_missing > 0 THEN
-			INSERT INTO queen_cursors (partition_id, group_name, committed)
-			SELECT n.id, v_group, n.start
-			FROM (SELECT p.id,
-				     queen_cursor_start(p.id, p.log_start, p.next_offset,
-							p.created_at, p.last_created_at,
-							s.start_at) AS start
-			      FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
-			      JOIN queen_partitions p ON p.id = u.pid
-			      LEFT JOIN queen_subscriptions s ON s.group_name = v_group
-				AND s.queue_id = p.queue_id
-			      WHERE p.queue_id = ANY (v_queues)
-				AND (p_partition IS NULL OR p.name = p_partition)
-				AND (v_qmode OR s.group_name IS NOT NULL)
-				AND NOT EXISTS (SELECT 1 FROM queen_cursors c
-						WHERE c.partition_id = p.id
-						  AND c.group_name = v_group)
-			      ORDER BY u.o
-			      LIMIT CASE WHEN v_round = 1 THEN v_width END) n
-			ORDER BY n.id
-			ON CONFLICT DO NOTHING;
-		END IF;
-
-		SELECT v_claim || coalesce(array_agg(x.pid ORDER BY x.o), '{}') INTO v_claim FROM (
-			SELECT c.partition_id AS pid, u.o
-			FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
-			JOIN queen_partitions p ON p.id = u.pid
-			JOIN queen_queues q ON q.id = p.queue_id
-			JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+	FOR v_src IN 1 .. 2 LOOP
+		IF v_src = 1 THEN
+			-- The statement at the top already tried them all when the group had
+			-- met the queue and held a cursor on each.
+			CONTINUE WHEN p_candidates IS NULL OR (v_met AND v_missing = 0);
+			v_cand := p_candidates;
+		ELSE
+			v_cand := NULL;
+			v_missing := 0;
+			SELECT array_agg(p.id ORDER BY c.updated_at NULLS FIRST, p.id),
+			       count(*) FILTER (WHERE c.partition_id IS NULL)
+			INTO v_cand, v_missing
+			FROM queen_partitions p
+			LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
 			WHERE p.queue_id = ANY (v_queues)
 			  AND (p_partition IS NULL OR p.name = p_partition)
-			  AND u.pid <> ALL (v_claim)
-			  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
-			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
-			  AND (q.window_buffer <= 0
-			       OR p.last_created_at <= now() - make_interval(
-					secs => q.window_buffer))
-			  AND (q.delayed_processing <= 0 OR EXISTS (
-				SELECT 1 FROM queen_segments s
-				WHERE s.partition_id = p.id
-				  AND s.base_offset <= greatest(c.committed, p.log_start - 1) + 1
-				  AND s.base_offset > greatest(c.committed, p.log_start - 1) + 1 - 1000
-				  AND s.end_offset >= greatest(c.committed, p.log_start - 1) + 1
-				  AND s.created_at <= now() - make_interval(
-					secs => q.delayed_processing)))
-			ORDER BY u.o
-			LIMIT v_width - cardinality(v_claim)
-			FOR UPDATE OF c SKIP LOCKED
-		) x;
-		EXIT WHEN cardinality(v_claim) >= v_width OR v_missing <= v_width;
+			  AND p.next_offset > p.log_start
+			  AND (c.partition_id IS NULL
+			       OR (p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+				   AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())));
+		END IF;
+		CONTINUE WHEN v_cand IS NULL;
+
+		-- Claim, in candidate order, among the candidates the group has a cursor on; the lease
+		-- condition is rechecked on the locked row version (EvalPlanQual).  A cursor the group
+		-- has not got yet is implied by its subscription: it is written here, at the group's
+		-- start, only for as many candidates as the pop may claim and only where that start
+		-- leaves something to deliver (a group that starts at the end of 100,000 partitions
+		-- writes nothing for them).  A cursor row inserted for a partition another pop is
+		-- inserting too would make each wait for the other's commit (ON CONFLICT), so the
+		-- insert is gated by a transaction advisory lock per (partition, group) taken with try:
+		-- the pop that does not get it skips that partition, as SKIP LOCKED skips a row.  When
+		-- the claim comes up short and more candidates lack a cursor, those get theirs and the
+		-- claim runs once more.
+		v_claim := '{}';
+		FOR v_round IN 1 .. 2 LOOP
+			IF v_missing > 0 THEN
+				INSERT INTO queen_cursors (partition_id, group_name, committed)
+				SELECT n.id, v_group, n.start
+				FROM (SELECT m.id, m.start
+				      FROM (SELECT p.id, u.o, p.next_offset,
+						   queen_cursor_start(p.id, p.log_start, p.next_offset,
+								      p.created_at, p.last_created_at,
+								      s.start_at) AS start
+					    FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
+					    JOIN queen_partitions p ON p.id = u.pid
+					    LEFT JOIN queen_subscriptions s ON s.group_name = v_group
+						AND s.queue_id = p.queue_id
+					    WHERE p.queue_id = ANY (v_queues)
+					      AND (p_partition IS NULL OR p.name = p_partition)
+					      AND (v_qmode OR s.group_name IS NOT NULL)
+					      AND NOT EXISTS (SELECT 1 FROM queen_cursors c
+							      WHERE c.partition_id = p.id
+								AND c.group_name = v_group)
+					    OFFSET 0) m
+				      -- Only where the implied start leaves something to deliver: a
+				      -- cursor that would say "nothing here" is what its absence says.
+				      -- A pop that names its partition pins the start there all the same
+				      -- (a later subscription change moves only partitions not touched).
+				      WHERE (m.start < m.next_offset - 1 OR p_partition IS NOT NULL)
+				      ORDER BY m.o
+				      LIMIT v_width) n
+				WHERE pg_try_advisory_xact_lock(queen_cursor_lock_class(),
+								hashtext(n.id::text || v_group))
+				ORDER BY n.id
+				ON CONFLICT DO NOTHING;
+			END IF;
+
+			SELECT v_claim || coalesce(array_agg(x.pid ORDER BY x.o), '{}') INTO v_claim FROM (
+				SELECT c.partition_id AS pid, u.o
+				FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
+				JOIN queen_partitions p ON p.id = u.pid
+				JOIN queen_queues q ON q.id = p.queue_id
+				JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+				WHERE p.queue_id = ANY (v_queues)
+				  AND (p_partition IS NULL OR p.name = p_partition)
+				  AND u.pid <> ALL (v_claim)
+				  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+				  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+				  AND (q.window_buffer <= 0
+				       OR p.last_created_at <= now() - make_interval(
+						secs => q.window_buffer))
+				  AND (q.delayed_processing <= 0 OR EXISTS (
+					SELECT 1 FROM queen_segments s
+					WHERE s.partition_id = p.id
+					  AND s.base_offset <= greatest(c.committed, p.log_start - 1) + 1
+					  AND s.base_offset > greatest(c.committed, p.log_start - 1) + 1 - 1000
+					  AND s.end_offset >= greatest(c.committed, p.log_start - 1) + 1
+					  AND s.created_at <= now() - make_interval(
+						secs => q.delayed_processing)))
+				ORDER BY u.o
+				LIMIT v_width - cardinality(v_claim)
+				FOR UPDATE OF c SKIP LOCKED
+			) x;
+			EXIT WHEN cardinality(v_claim) >= v_width OR v_missing <= v_width;
+		END LOOP;
+		EXIT WHEN cardinality(v_claim) > 0;
 	END LOOP;
 	IF cardinality(v_claim) = 0 THEN
+		-- Nothing to deliver.  Tell the broker what the group's cursor is, or would be
+		-- from its start, on each partition looked at (one row each: no offset, attempt
+		-- NULL where the cursor is only implied by the start, its lease), so that
+		-- its index stops offering them until they change: first contact with 100,000
+		-- partitions is read once, not once per pop.
+		v_cand := coalesce(p_candidates, '{}') || coalesce(v_cand, '{}');
+		IF cardinality(v_cand) > 0 THEN
+			RETURN QUERY
+			SELECT p.id, NULL::text, NULL::text, NULL::bigint, NULL::uuid, NULL::text,
+			       NULL::text, NULL::text, NULL::timestamptz,
+			       CASE WHEN c.partition_id IS NOT NULL THEN 0 END,
+			       coalesce(greatest(c.committed, p.log_start - 1),
+					queen_cursor_start(p.id, p.log_start, p.next_offset,
+							   p.created_at, p.last_created_at,
+							   s.start_at)),
+			       p.next_offset - 1, c.lease_expires_at
+			FROM (SELECT DISTINCT u.pid FROM unnest(v_cand) AS u (pid)) u
+			JOIN queen_partitions p ON p.id = u.pid
+			LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
+			LEFT JOIN queen_subscriptions s ON s.group_name = v_group
+				AND s.queue_id = p.queue_id;
+		END IF;
 		RETURN;
 	END IF;
 

@@ -231,6 +231,17 @@ LANGUAGE sql STABLE AS $$
 	LEFT JOIN queen_cursors c ON c.partition_id = p.id
 $$;
 
+-- A digest of every group's stored start: the index resync compares it with the last one
+-- and, when it changed (a subscription moved on another broker), forgets the cursors it
+-- inferred from the old starts.  The table holds a row per (group, queue): small.
+CREATE FUNCTION queen_subscriptions_sum() RETURNS text
+LANGUAGE sql STABLE AS $$
+	SELECT coalesce(md5(string_agg(s.group_name || '/' || s.queue_id || '/'
+				       || coalesce(s.start_at::text, ''), ','
+				       ORDER BY s.group_name, s.queue_id)), '')
+	FROM queen_subscriptions s
+$$;
+
 -- Counts for /metrics.
 CREATE FUNCTION queen_stats() RETURNS jsonb
 LANGUAGE sql STABLE AS $$

@@ -1,0 +1,202 @@
+#!/usr/bin/perl
+# Pops over many partitions (SPEC 5, 6, 7): one lease id over several partitions, acked in one
+# request and extended together; autopilot filling a batch from as many partitions as it
+# takes; any number of consumer groups; first contact of a group with thousands of partitions
+# (new / all / subscriptionFrom), where a cursor the group has not got yet is implied by its
+# start and written only when a claim needs it.
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Test::More;
+use Time::HiRes qw(time sleep);
+use QueenTest;
+
+my $pg = start_pg();
+my $q = start_queend();
+
+# Pushes one message to each of the partitions named "$prefix-0" .. in one request.
+sub push_spread {
+	my ($queue, $n, $prefix, %o) = @_;
+	my @items = map { +{ queue => $queue, partition => "$prefix-$_",
+		transactionId => "$prefix-$_-" . ($o{tag} // 'm'), payload => { i => $_ } } } 0 .. $n - 1;
+	my ($s, $b) = $q->push_items(@items);
+	die "push_spread: $s\n" unless $s == 201 && !grep { $_->{status} ne 'queued' } @$b;
+}
+
+# Pops (autopilot, batch 100) and acks until 204; returns the transactionIds delivered.
+sub drain {
+	my ($queue, %p) = @_;
+	my @got;
+	for (1 .. 1000) {
+		my ($s, $b) = $q->pop($queue, batch => 100, autopilot => 'true', %p);
+		last if $s == 204;
+		die "drain: pop status $s\n" unless $s == 200;
+		push @got, @{ txns($b) };
+		my ($as, $ab) = $q->ack_all($b);
+		die "drain: ack failed\n" if $as != 200 || grep { !$_->{success} } @$ab;
+	}
+	return \@got;
+}
+
+sub cursors {
+	my ($group) = @_;
+	return $pg->psql("SELECT count(*) FROM queen_cursors WHERE group_name = '$group'");
+}
+
+subtest 'one lease over several partitions: extended together, acked in one request' => sub {
+	for my $p (qw(a b c d e)) {
+		$q->push_n('multi', 3, partition => $p, prefix => $p);
+	}
+	my ($s, $b) = $q->pop('multi', partitions => 5, batch => 100, consumerGroup => 'w',
+		subscriptionMode => 'all');
+	is($s, 200, 'partitions=5 batch=100');
+	is($b->{partitionsClaimed}, 5, 'five partitions claimed');
+	is(scalar @{ $b->{messages} }, 15, 'all fifteen messages');
+	my %lease = map { $_->{leaseId} => 1 } @{ $b->{messages} };
+	is_deeply([ keys %lease ], [ $b->{leaseId} ], 'one lease id over every message');
+	my %by;
+	push @{ $by{ $_->{partition} } }, $_->{offset} for @{ $b->{messages} };
+	is_deeply(\%by, { map { $_ => [ 0, 1, 2 ] } qw(a b c d e) }, 'each partition in order');
+
+	my ($es, $eb) = $q->post_json("/api/v1/lease/$b->{leaseId}/extend", { seconds => 120 });
+	is($es, 200, 'extend');
+	is($eb->{renewed}, 5, 'the lease renewed on all five partitions');
+
+	# Ack the first two of each partition in one request: leases kept, then the rest.
+	my @msgs = @{ $b->{messages} };
+	my @first = grep { $_->{offset} < 2 } @msgs;
+	my ($as, $ab) = $q->ack_all({ consumerGroup => 'w', messages => \@first });
+	is($as, 200, 'ack of ten messages over five partitions');
+	is(scalar(grep { $_->{success} && !$_->{leaseReleased} && !$_->{noop} } @$ab), 10,
+		'all ten succeed, each partition keeps its lease for the rest of its batch');
+	($s) = $q->pop('multi', consumerGroup => 'w', partitions => 5);
+	is($s, 204, 'the partitions are still leased');
+	my @last = grep { $_->{offset} == 2 } @msgs;
+	($as, $ab) = $q->ack_all({ consumerGroup => 'w', messages => \@last });
+	is(scalar(grep { $_->{success} && $_->{leaseReleased} } @$ab), 5,
+		'the last five: every lease released');
+	($as, $ab) = $q->ack_all({ consumerGroup => 'w', messages => \@first });
+	is(scalar(grep { $_->{success} && $_->{noop} } @$ab), 10, 'acked again: noop');
+	($s) = $q->pop('multi', consumerGroup => 'w', partitions => 5);
+	is($s, 204, 'nothing left for w');
+	is($pg->psql("SELECT min(committed) || ',' || max(committed) FROM queen_cursors "
+		. "WHERE group_name = 'w'"), '2,2', 'every cursor committed at 2');
+};
+
+subtest 'ack of a lease that expired, one partition of the lease acked on another lease' => sub {
+	$q->push_n('exp2', 2, partition => $_, prefix => $_) for qw(x y);
+	my ($s, $b) = $q->pop('exp2', partitions => 2, batch => 10, leaseSeconds => 1);
+	is($b->{partitionsClaimed}, 2, 'two partitions under a one-second lease');
+	sleep 1.3;
+	my ($as, $ab) = $q->ack_all($b);
+	is(scalar(grep { !$_->{success} && ($_->{error} // '') eq 'invalid or expired lease' } @$ab),
+		4, 'every item: invalid or expired lease');
+	($s, my $again) = $q->pop('exp2', partitions => 2, batch => 10);
+	is(scalar @{ $again->{messages} }, 4, 'redelivered');
+	is_deeply([ sort map { $_->{deliveryAttempt} } @{ $again->{messages} } ], [ 2, 2, 2, 2 ],
+		'deliveryAttempt 2');
+	my ($x) = grep { $_->{partition} eq 'x' } @{ $again->{messages} };
+	my ($y) = grep { $_->{partition} eq 'y' } @{ $b->{messages} };
+	($as, $ab) = $q->ack_batch(undef,
+		{ transactionId => $x->{transactionId}, partitionId => $x->{partitionId},
+		  leaseId => $x->{leaseId}, status => 'completed' },
+		{ transactionId => $y->{transactionId}, partitionId => $y->{partitionId},
+		  leaseId => $y->{leaseId}, status => 'completed' });
+	ok($ab->[0]{success}, 'an item under the live lease commits');
+	ok(!$ab->[1]{success} && $ab->[1]{error} eq 'invalid or expired lease',
+		'in the same request, an item under the old lease does not');
+};
+
+subtest 'autopilot fills the batch from as many partitions as it takes' => sub {
+	push_spread('wide', 200, 'w');
+	push_spread('wide', 200, 'w', tag => 'n');
+	my ($s, $b) = $q->pop('wide', batch => 100, autopilot => 'true', consumerGroup => 'ap',
+		subscriptionMode => 'all');
+	is($s, 200, 'autopilot pop over 200 partitions of 2 messages');
+	is(scalar @{ $b->{messages} }, 100, 'a full batch of 100');
+	is($b->{partitionsClaimed}, 50, 'from 50 partitions');
+	is($b->{autopilot}{partitions}, 50, 'autopilot says 50');
+
+	$q->push_n('deep', 150, partition => "d$_", prefix => "d$_") for 0 .. 3;
+	($s, $b) = $q->pop('deep', batch => 100, autopilot => 'true', subscriptionMode => 'all');
+	is(scalar @{ $b->{messages} }, 100, 'over 4 partitions of 150: a full batch');
+	is($b->{partitionsClaimed}, 1, 'from one partition');
+	is($b->{autopilot}{partitions}, 1, 'autopilot says 1');
+
+	my $got = drain('wide', consumerGroup => 'ap2', subscriptionMode => 'all');
+	is(scalar @$got, 400, 'another group drains all 400');
+	my %seen;
+	is(scalar(grep { $seen{$_}++ } @$got), 0, 'each exactly once');
+};
+
+subtest 'six consumer groups each read everything and wake on their own' => sub {
+	$q->push_n('six', 4);
+	my @groups = map { "grp$_" } 1 .. 6;
+	for my $g (@groups) {
+		my ($s, $b) = $q->pop('six', consumerGroup => $g, subscriptionMode => 'all', batch => 10);
+		is_deeply(txns($b), [ map { "six-m-$_" } 0 .. 3 ], "$g got all four");
+		my ($as, $ab) = $q->ack_all($b);
+		is(scalar(grep { $_->{success} } @$ab), 4, "$g acked them");
+	}
+	for my $g (@groups) {
+		my ($s) = $q->pop('six', consumerGroup => $g);
+		is($s, 204, "$g: nothing left");
+	}
+	# The sixth group parks; a push wakes it within the long-poll's first second.
+	my $bg = bg(sub {
+		my $t0 = time;
+		my ($s, $b) = $q->pop('six', consumerGroup => 'grp6', wait => 'true', timeout => 10000);
+		return { status => $s, txns => txns($b), secs => time - $t0 };
+	});
+	sleep 0.5;
+	$q->push_n('six', 1, prefix => 'late');
+	my $r = $bg->result(15);
+	is($r->{status}, 200, 'the parked pop of the sixth group is answered');
+	is_deeply($r->{txns}, ['late-0'], 'with the new message');
+	cmp_ok($r->{secs}, '<', 2.5, sprintf('woken by the push (%.2f s)', $r->{secs}));
+	for my $g (@groups[0 .. 4]) {
+		my ($s, $b) = $q->pop('six', consumerGroup => $g);
+		is_deeply(txns($b), ['late-0'], "$g gets it too");
+	}
+};
+
+subtest 'first contact with 3,000 partitions: new, all, subscriptionFrom' => sub {
+	push_spread('many', 3000, 'p', tag => 'old');
+	my ($s) = $q->pop('many', consumerGroup => 'fresh', autopilot => 'true');
+	is($s, 204, 'mode new: the backlog of 3,000 partitions is skipped');
+	($s) = $q->pop('many', consumerGroup => 'fresh', autopilot => 'true') for 1 .. 5;
+	is($s, 204, 'and stays skipped, pop after pop');
+	is(cursors('fresh'), 0, 'no cursor row written for it');
+
+	my $all = drain('many', consumerGroup => 'everything', subscriptionMode => 'all');
+	is(scalar @$all, 3000, 'mode all: all 3,000 messages');
+	my %seen;
+	is(scalar(grep { $seen{$_}++ } @$all), 0, 'each exactly once');
+	is(cursors('everything'), 3000, 'one cursor per partition read');
+
+	sleep 0.2;
+	my $t = iso_ms(time);
+	sleep 0.2;
+	$q->push_items(map { +{ queue => 'many', partition => "p-$_", transactionId => "p-$_-new" } }
+		(7, 1500, 2999));
+	$q->push_items({ queue => 'many', partition => 'later', transactionId => 'later-new' });
+	my $got = drain('many', consumerGroup => 'fresh');
+	is_deeply([ sort @$got ], [ sort qw(p-7-new p-1500-new p-2999-new later-new) ],
+		'mode new: exactly what came after first contact, a new partition included');
+	is(cursors('fresh'), 4, 'cursor rows only where it read');
+	$got = drain('many', consumerGroup => 'since', subscriptionFrom => $t);
+	is_deeply([ sort @$got ], [ sort qw(p-7-new p-1500-new p-2999-new later-new) ],
+		'subscriptionFrom: the same four, nothing from before');
+	$got = drain('many', consumerGroup => 'everything');
+	is(scalar @$got, 4, 'the group that read everything gets the four new ones');
+
+	my ($s2, $b2) = $q->post_json('/api/v1/consumer-groups/fresh/subscription',
+		{ subscriptionTimestamp => '2000-01-01T00:00:00.000Z' });
+	is($s2, 200, 'fresh moves its start back to 2000');
+	$got = drain('many', consumerGroup => 'fresh');
+	is(scalar @$got, 2997, 'the 2,997 partitions it had no cursor on start there now');
+	is(scalar(grep { /-new$/ } @$got), 0, 'the four it read did not move');
+};
+
+done_testing;
