@@ -2,9 +2,9 @@
  * (src/router.c, src/http.c req_prepare and the h_*_prepare functions).
  *
  * The input is a request as text: "METHOD URL\n" then the body. The URL's query string is
- * split and decoded as libmicrohttpd does; the path goes to the router as it is (any bytes
- * but NUL). A matched request is then parsed and prepared exactly as the access handler does
- * before a worker sees it. The oracle: whatever the bytes, preparing answers OK or a 4xx,
+ * split as libmicrohttpd does; path and query reach the broker raw (any bytes but NUL) and
+ * are decoded and checked by it. A matched request is then checked, parsed and prepared
+ * exactly as the access handler does before a worker sees it. The oracle: whatever the bytes, preparing answers OK or a 4xx,
  * never a 5xx (nothing before the worker touches the database), and the Allow list of a 405
  * names only methods. */
 #include "conf.h"
@@ -14,7 +14,6 @@
 #include "qassert.h"
 #include "router.h"
 
-#include <microhttpd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,28 +48,16 @@ cstr(const uint8_t *p, size_t n)
 }
 
 /* The query string as libmicrohttpd hands it to the access handler: pairs split at '&' and
- * '=', '+' a space, percent-decoded; a key without '=' has the empty value. */
+ * '=', raw (the broker decodes them itself); a key without '=' has no value. */
 static void
 add_query(struct req *r, char *q)
 {
-	for (char *tok = strtok(q, "&"); tok && r->nquery < REQ_MAX_QUERY; tok = strtok(NULL, "&")) {
+	for (char *tok = strtok(q, "&"); tok; tok = strtok(NULL, "&")) {
 		char *eq = strchr(tok, '=');
 
 		if (eq)
 			*eq++ = '\0';
-		for (char *p = tok; *p; p++)
-			if (*p == '+')
-				*p = ' ';
-		for (char *p = eq; p && *p; p++)
-			if (*p == '+')
-				*p = ' ';
-		MHD_http_unescape(tok);
-		if (eq)
-			MHD_http_unescape(eq);
-		r->qkeys[r->nquery] = strdup(tok);
-		r->qvals[r->nquery] = strdup(eq ? eq : "");
-		QASSERT(r->qkeys[r->nquery] && r->qvals[r->nquery]);
-		r->nquery++;
+		req_add_query(r, tok, eq);
 	}
 }
 
@@ -80,6 +67,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const uint8_t *nl = memchr(data, '\n', size), *sp;
 	size_t line = nl ? (size_t)(nl - data) : size;
 	char *method, *url, *query, allow[64];
+	size_t plens[REQ_MAX_PARAMS];
 	struct req *r;
 	enum qe e;
 
@@ -92,7 +80,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (query)
 		*query++ = '\0';
 	r = req_new(NULL, method, url);
-	switch (route_match(r->method, r->path, &r->route, r->params, &r->nparams, allow,
+	switch (route_match(r->method, r->path, &r->route, r->params, plens, &r->nparams, allow,
 			    sizeof(allow))) {
 	case ROUTE_NO_PATH:
 		QASSERT(allow[0] == '\0');
@@ -104,12 +92,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case ROUTE_FOUND:
 		QASSERT(r->nparams >= 0 && r->nparams <= REQ_MAX_PARAMS);
 		for (int i = 0; i < r->nparams; i++)
-			QASSERT(r->params[i] != NULL);
-		if (query)
+			QASSERT(r->params[i] != NULL && plens[i] >= strlen(r->params[i]));
+		e = req_check_params(r, plens);
+		if (e == QE_OK && query)
 			add_query(r, query);
-		if (nl)
+		if (e == QE_OK && r->bad_input)
+			e = QE_BAD_REQUEST;
+		if (e == QE_OK && nl)
 			sb_add(&r->body, (const char *)nl + 1, size - line - 1);
-		e = req_prepare(r);
+		if (e == QE_OK)
+			e = req_prepare(r);
 		if (e != QE_OK) {
 			int status = qe_status(e);
 
