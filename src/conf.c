@@ -40,9 +40,9 @@ static const struct conf_def conf_table[] = {
 	{ "PORT", NULL, CT_INT, F(port), "6632", 1, 65535, NULL, 0, 0,
 	  "TCP port the HTTP server listens on" },
 	{ "PG_HOST", NULL, CT_STR, F(pg_host), "localhost", 0, 0, NULL, 0, 0,
-	  "PostgreSQL host name, address or socket directory" },
-	{ "PG_PORT", NULL, CT_INT, F(pg_port), "5432", 1, 65535, NULL, 0, 0,
-	  "PostgreSQL port" },
+	  "PostgreSQL host (or comma list of hosts: the read-write one is used)" },
+	{ "PG_PORT", NULL, CT_STR, F(pg_port), "5432", 0, 0, NULL, 0, 0,
+	  "PostgreSQL port, or a comma list of one port per host" },
 	{ "PG_USER", NULL, CT_STR, F(pg_user), "postgres", 0, 0, NULL, 0, 0,
 	  "PostgreSQL user" },
 	{ "PG_PASSWORD", NULL, CT_STR, F(pg_password), "postgres", 0, 0, NULL, 0, 1,
@@ -84,7 +84,8 @@ static const struct conf_def conf_table[] = {
 	{ "QUEEN_GROUP_COMMIT_ITEMS", NULL, CT_INT, F(group_commit_items), "2000", 1, 100000,
 	  NULL, 1, 0, "most push items coalesced into one transaction" },
 	{ "QUEEN_PUSH_LANES", NULL, CT_INT, F(push_lanes), "2", 1, 64, NULL, 1, 0,
-	  "push transactions running at once; waiting pushes join the next one" },
+	  "push batches running at once (waiting pushes join the next one), and the shards "
+	  "by partition each batch is stored in at once" },
 	{ "QUEEN_INDEX_RESYNC_MS", NULL, CT_INT, F(index_resync_ms), "10000", 100, 86400000,
 	  NULL, 1, 0, "interval of the partition index resync from PostgreSQL, ms" },
 	{ "QUEEN_MAX_PUSH_ITEMS", NULL, CT_INT, F(max_push_items), "10000", 1, 10000000, NULL, 1,
@@ -297,6 +298,48 @@ conf_defaults(struct conf *c)
 				 sizeof(err)) == 0);
 }
 
+/* Number of comma-separated elements of s (libpq's host and port lists). */
+static size_t
+list_len(const char *s)
+{
+	size_t n = 1;
+
+	for (; *s; s++)
+		n += *s == ',';
+	return n;
+}
+
+/* PG_PORT: one port for every host, or one per host of PG_HOST, each 1 to 65535 (libpq
+ * would take an empty element as the default port: refused here, it is a typo). */
+static int
+pg_ports_check(const struct conf *c, char *err, size_t errlen)
+{
+	size_t hosts = list_len(c->pg_host), ports = list_len(c->pg_port);
+	const char *p = c->pg_port;
+
+	for (;;) {
+		char *end;
+		long v;
+
+		errno = 0;
+		v = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : -1;
+		if (v < 1 || v > 65535 || errno || (*end != ',' && *end != '\0')) {
+			snprintf(err, errlen, "PG_PORT: '%s' is not a port (1 to 65535) or a comma "
+				 "list of ports", c->pg_port);
+			return -1;
+		}
+		if (*end == '\0')
+			break;
+		p = end + 1;
+	}
+	if (ports != 1 && ports != hosts) {
+		snprintf(err, errlen, "PG_PORT: %zu ports for %zu hosts of PG_HOST: give one port "
+			 "for every host, or one per host", ports, hosts);
+		return -1;
+	}
+	return 0;
+}
+
 /* Checks that settings agree with each other, once all overlays are applied. */
 static int
 conf_validate(const struct conf *c, char *err, size_t errlen)
@@ -315,6 +358,8 @@ conf_validate(const struct conf *c, char *err, size_t errlen)
 			return -1;
 		}
 	}
+	if (pg_ports_check(c, err, errlen) < 0)
+		return -1;
 	if (inet_pton(AF_INET, c->host, &addr) != 1) {
 		snprintf(err, errlen, "HOST: '%s' is not an IPv4 address", c->host);
 		return -1;
@@ -573,17 +618,19 @@ conninfo_add(char **buf, size_t *len, const char *key, const char *val)
 char *
 conf_conninfo(const struct conf *c)
 {
-	char *buf = NULL, port[16];
+	char *buf = NULL;
 	size_t len = 0;
 
-	snprintf(port, sizeof(port), "%lld", (long long)c->pg_port);
 	conninfo_add(&buf, &len, "host", c->pg_host);
-	conninfo_add(&buf, &len, "port", port);
+	conninfo_add(&buf, &len, "port", c->pg_port);
 	conninfo_add(&buf, &len, "user", c->pg_user);
 	conninfo_add(&buf, &len, "password", c->pg_password);
 	conninfo_add(&buf, &len, "dbname", c->pg_db);
 	conninfo_add(&buf, &len, "sslmode", c->pg_use_ssl ? "require" : "prefer");
 	conninfo_add(&buf, &len, "application_name", "queend");
 	conninfo_add(&buf, &len, "connect_timeout", "5");
+	/* Of several hosts, only the primary: a standby (or a primary being demoted) is skipped
+	 * at connect time, so no statement ever meets a read-only server by surprise. */
+	conninfo_add(&buf, &len, "target_session_attrs", "read-write");
 	return buf;
 }

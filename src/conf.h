@@ -14,7 +14,7 @@ struct conf {
 	char *host;
 	int64_t port;
 	char *pg_host;
-	int64_t pg_port;
+	char *pg_port;		/* one port, or a comma list: one per host */
 	char *pg_user;
 	char *pg_password;
 	char *pg_db;

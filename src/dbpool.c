@@ -15,6 +15,10 @@
 #include <string.h>
 
 #define DB_MAX_OWN 1024
+/* Reconnect attempts of one connection while the server is away: 50 ms doubling to this. An
+ * attempt on a server that is down costs a refused TCP connect; a long backoff would only
+ * keep the broker away for that long once the server is back (recovery in under 2 s). */
+#define DB_BACKOFF_MAX_MS 400
 
 struct dbconn {
 	int id;
@@ -146,9 +150,9 @@ db_ensure(struct dbconn *c)
 	c->pg = db_connect_raw();
 	if (!c->pg || db_setup(c) < 0) {
 		db_close(c);
-		c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : 100;
-		if (c->backoff_ms > 5000)
-			c->backoff_ms = 5000;
+		c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : 50;
+		if (c->backoff_ms > DB_BACKOFF_MAX_MS)
+			c->backoff_ms = DB_BACKOFF_MAX_MS;
 		c->next_try_ms = now + c->backoff_ms;
 		return QE_DB;
 	}
@@ -206,9 +210,31 @@ db_is_own_backend(int pid)
 	return 0;
 }
 
+/* Whether a refusal says the server cannot take writes from us at all, rather than that this
+ * statement is wrong: it is shutting down or starting up (57P01-57P03), or it is (or has
+ * become) read-only, a standby in recovery (25006). Such a server is treated as unreachable:
+ * the connection is dropped and reopened on whichever host is the primary now, pushes go to
+ * the spool and the spool keeps its records for later, never setting them aside as refused. */
+static int
+server_gone(const PGresult *res)
+{
+	const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	return st && (strcmp(st, "25006") == 0 || strcmp(st, "57P01") == 0 ||
+		      strcmp(st, "57P02") == 0 || strcmp(st, "57P03") == 0 ||
+		      strncmp(st, "08", 2) == 0);
+}
+
 enum qe
 db_exec_err(struct dbconn *c, enum sql_id id, const char *const *params, PGresult **out,
 	    PGresult **err)
+{
+	return db_exec_fmt(c, id, params, NULL, NULL, out, err);
+}
+
+enum qe
+db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params, const int *lengths,
+	    const int *formats, PGresult **out, PGresult **err)
 {
 	const struct sql_stmt *s = sql_get(id);
 	PGresult *res;
@@ -219,13 +245,13 @@ db_exec_err(struct dbconn *c, enum sql_id id, const char *const *params, PGresul
 		*err = NULL;
 	if (db_ensure(c) != QE_OK)
 		return QE_DB;
-	res = PQexecPrepared(c->pg, s->name, s->nparams, params, NULL, NULL, 0);
+	res = PQexecPrepared(c->pg, s->name, s->nparams, params, lengths, formats, 0);
 	st = PQresultStatus(res);
 	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
 		*out = res;
 		return QE_OK;
 	}
-	if (PQstatus(c->pg) != CONNECTION_OK) {
+	if (PQstatus(c->pg) != CONNECTION_OK || server_gone(res)) {
 		metrics_db_error();
 		log_warn("statement %s failed: %.*s", s->name,
 			 (int)strcspn(PQerrorMessage(c->pg), "\n"), PQerrorMessage(c->pg));

@@ -1,8 +1,11 @@
 /* dbpool: libpq connections, one per worker thread (never shared), plus the helpers every
  * handler uses to run a catalogued statement in one round trip.
  *
- * A lost connection is reconnected lazily with exponential backoff (100 ms to 5 s); while it
- * is down, db_exec answers QE_DB at once so requests get a 503 instead of a hang. */
+ * A lost connection is reconnected lazily with exponential backoff (50 to 400 ms); while it
+ * is down, db_exec answers QE_DB at once so requests get a 503 instead of a hang. Only a
+ * read-write server is connected to (target_session_attrs, the primary of a PG_HOST list),
+ * and a server that refuses a statement because it is read-only, shutting down or starting
+ * up counts as unreachable, like a lost connection (db_ok false). */
 #ifndef QUEEN_DBPOOL_H
 #define QUEEN_DBPOOL_H
 
@@ -32,6 +35,10 @@ enum qe db_exec(struct dbconn *c, enum sql_id id, const char *const *params, PGr
  * read, log as it sees fit and clear; *err stays NULL when the database is unreachable. */
 enum qe db_exec_err(struct dbconn *c, enum sql_id id, const char *const *params,
 		    PGresult **out, PGresult **err);
+/* Like db_exec_err, with some parameters in binary: lengths[k] and formats[k] (1 = binary)
+ * for each parameter, as PQexecPrepared takes them (NULL arrays: every parameter text). */
+enum qe db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params,
+		    const int *lengths, const int *formats, PGresult **out, PGresult **err);
 /* Same for a statement whose single row, single column is a json value: returns its text
  * (malloc'd) or NULL in *json when the value is SQL NULL. */
 enum qe db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params, char **json);

@@ -86,8 +86,8 @@ wait_for_database(const sigset_t *stop)
 
 		if (pg)
 			return pg;
-		log_warn("waiting for PostgreSQL at %s:%lld", qconf.pg_host,
-			 (long long)qconf.pg_port);
+		log_warn("waiting for a read-write PostgreSQL at host %s port %s", qconf.pg_host,
+			 qconf.pg_port);
 		ts.tv_sec = delay_ms / 1000;
 		ts.tv_nsec = (long)(delay_ms % 1000) * 1000000;
 		if (sigtimedwait(stop, NULL, &ts) > 0)
@@ -136,7 +136,7 @@ main(int argc, char **argv)
 	char err[512];
 	sigset_t sigs, stop;
 	PGconn *pg;
-	int sig, lv;
+	int sig, lv, mrc;
 
 	if (conf_load(&qconf, argc, argv, &action, err, sizeof(err)) < 0) {
 		fprintf(stderr, "queend: %s\n", err);
@@ -191,15 +191,25 @@ main(int argc, char **argv)
 	pidx_thread_online();
 	log_info("queend %s starting", PACKAGE_VERSION);
 
-	pg = wait_for_database(&stop);
-	if (!pg) {
-		pidx_thread_offline();
-		pidx_destroy();
-		om_destroy();
-		conf_free(&qconf);
-		return 0;
+	/* The migrations run under an advisory lock on the primary. A failover under way (the
+	 * connection lost, or the server no longer the primary) is no reason to give up: connect
+	 * again, to whichever host is the primary now, and take the lock there. */
+	for (;;) {
+		pg = wait_for_database(&stop);
+		if (!pg) {
+			pidx_thread_offline();
+			pidx_destroy();
+			om_destroy();
+			conf_free(&qconf);
+			return 0;
+		}
+		mrc = migrate_apply(pg);
+		if (mrc == 0 || migrate_server_ok(pg))
+			break;
+		log_warn("the database went away during the schema migration: connecting again");
+		PQfinish(pg);
 	}
-	if (migrate_apply(pg) < 0) {
+	if (mrc < 0) {
 		PQfinish(pg);
 		log_error("cannot bring the database schema up to date; stopping");
 		pidx_thread_offline();

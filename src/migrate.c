@@ -179,3 +179,19 @@ out:
 	exec_ok(pg, sql, "unlock");
 	return rc;
 }
+
+int
+migrate_server_ok(PGconn *pg)
+{
+	PGresult *res;
+	int ok;
+
+	if (PQstatus(pg) != CONNECTION_OK)
+		return 0;
+	res = PQexec(pg, "SELECT NOT pg_is_in_recovery() AND "
+			 "current_setting('transaction_read_only') = 'off'");
+	ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+	     PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	return ok;
+}

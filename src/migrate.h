@@ -20,5 +20,9 @@ extern const struct migration schema_functions[];
 
 /* Returns 0, or -1 with the failing migration and PostgreSQL's message logged. */
 int migrate_apply(PGconn *pg);
+/* After a failed migrate_apply: 1 when pg is still a live connection to a read-write server
+ * (the failure is the schema's: stop), 0 when the connection was lost or the server is in
+ * recovery or read-only (a failover: connect again and retry). */
+int migrate_server_ok(PGconn *pg);
 
 #endif

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SPOOL_MAGIC 0x31505351u		/* the bytes "QSP1", read little-endian */
@@ -33,6 +34,8 @@
 #define REC_MAX (1u << 30)		/* a longer body is corruption, not a record */
 #define F_TXN 1
 #define F_TRACE 2
+#define F_SENT 0x80		/* sent to the database before it was spooled (spool.h) */
+#define F_KNOWN (F_TXN | F_TRACE | F_SENT)
 
 #define SEG_MAX_BYTES ((off_t)16 << 20)	/* a segment is sealed once it holds this much */
 #define SEG_NAME_LEN 31			/* "seg-" 20 digits ".spool" and the NUL */
@@ -42,7 +45,8 @@
 #define DRAIN_BATCH_ITEMS 500		/* records replayed by one call of queen_push */
 #define DRAIN_BATCH_BYTES (4u << 20)
 #define DRAIN_BUDGET_MS 500		/* a drain round stops starting batches after this */
-#define DRAIN_INTERVAL_MS 200
+#define DRAIN_INTERVAL_MS 200		/* between rounds while nothing is pending */
+#define DRAIN_RETRY_MS 50		/* between rounds while records wait */
 #define REPLAY_ATTEMPTS 5		/* refusals of one record before it is set aside */
 
 struct seg {
@@ -53,6 +57,7 @@ struct seg {
 
 static struct {
 	pthread_mutex_t mu;
+	pthread_cond_t drained;	/* broadcast when nothing is pending any more */
 	char *dir;
 	int dirfd, lockfd;
 	int wfd;		/* the last segment, open for appends, or -1 */
@@ -67,11 +72,22 @@ static struct {
 	off_t single_until;	/* replay one record at a time up to here (a batch was refused) */
 	int64_t retry_at;	/* monotonic ms before which the refused record is not retried */
 } sp = {
-	.mu = PTHREAD_MUTEX_INITIALIZER, .dirfd = -1, .lockfd = -1, .wfd = -1, .rfd = -1,
+	.mu = PTHREAD_MUTEX_INITIALIZER, .drained = PTHREAD_COND_INITIALIZER, .dirfd = -1, .lockfd = -1, .wfd = -1, .rfd = -1,
 };
 
 static _Atomic long sp_pending, sp_failed;
 static _Atomic int sp_maint;
+static _Atomic int sp_busy;	/* the last drain round stopped with records left to replay */
+
+/* Counts k records as gone from the spool (committed, set aside or lost). Under mu. */
+static void
+pending_sub(long k)
+{
+	if (k > 0 && atomic_fetch_sub(&sp_pending, k) == k) {
+		log_warn("spool: drained, pushes are stored directly again");
+		pthread_cond_broadcast(&sp.drained);
+	}
+}
 
 /* ---- CRC-32C, little-endian fields -------------------------------------------------- */
 
@@ -143,7 +159,7 @@ add_str(struct strbuf *sb, const char *s)
 
 /* Appends the record of one item (header, body) to sb. -1 when it would be too long. */
 static int
-rec_encode(struct strbuf *sb, const struct push_item *it, int64_t spooled_ms)
+rec_encode(struct strbuf *sb, const struct push_item *it, int64_t spooled_ms, int sent)
 {
 	size_t h = sb->len, body;
 	unsigned char fixed[12];
@@ -157,7 +173,8 @@ rec_encode(struct strbuf *sb, const struct push_item *it, int64_t spooled_ms)
 	sb_add(sb, "\0\0\0\0\0\0\0\0\0\0\0\0", REC_HDR);
 	body = sb->len;
 	fixed[0] = REC_VERSION;
-	fixed[1] = (unsigned char)((it->txn ? F_TXN : 0) | (it->trace ? F_TRACE : 0));
+	fixed[1] = (unsigned char)((it->txn ? F_TXN : 0) | (it->trace ? F_TRACE : 0) |
+				   (sent ? F_SENT : 0));
 	fixed[2] = fixed[3] = 0;
 	put64(fixed + 4, (uint64_t)spooled_ms);
 	sb_add(sb, (const char *)fixed, sizeof(fixed));
@@ -179,12 +196,14 @@ rec_encode(struct strbuf *sb, const struct push_item *it, int64_t spooled_ms)
 	return 0;
 }
 
-/* A record read back: the item (strings point into mem, payload included) and its body. */
+/* A record read back: the item (strings point into mem, payload included), its body and its
+ * flags. */
 struct rec {
 	struct push_item it;
 	char *mem;
 	unsigned char *body;
 	uint32_t len;
+	unsigned flags;
 };
 
 static void
@@ -197,7 +216,7 @@ rec_clear(struct rec *r)
 
 /* Copies the length-prefixed string at *pos of b into *out (NUL-terminated); 0 or -1. */
 static int
-take_str(const unsigned char *b, uint32_t len, uint32_t *pos, char **out, const char **dst)
+take_str(const unsigned char *b, size_t len, size_t *pos, char **out, const char **dst)
 {
 	uint32_t n;
 
@@ -216,17 +235,18 @@ take_str(const unsigned char *b, uint32_t len, uint32_t *pos, char **out, const 
 }
 
 int
-spool_decode(const void *body, uint32_t len, struct push_item *it, char **mem)
+spool_rec_decode(const unsigned char *b, size_t len, struct push_item *it, char **mem,
+		 unsigned *flags)
 {
-	const unsigned char *b = body;
-	uint32_t pos = REC_FIXED;
+	size_t pos = REC_FIXED;
 	const char *payload;
 	char *out;
 
-	memset(it, 0, sizeof(*it));
 	*mem = NULL;
-	if (len < REC_FIXED || b[0] != REC_VERSION || (b[1] & ~(F_TXN | F_TRACE)))
+	memset(it, 0, sizeof(*it));
+	if (len < REC_FIXED || len >= REC_MAX || b[0] != REC_VERSION || (b[1] & ~F_KNOWN))
 		return -1;
+	*flags = b[1];
 	memcpy(it->id, b + 12, 36);
 	it->id[36] = '\0';
 	if (!uuid_valid(it->id))
@@ -238,9 +258,12 @@ spool_decode(const void *body, uint32_t len, struct push_item *it, char **mem)
 	    take_str(b, len, &pos, &out, &it->partition) < 0 ||
 	    ((b[1] & F_TXN) && take_str(b, len, &pos, &out, &it->txn) < 0) ||
 	    ((b[1] & F_TRACE) && take_str(b, len, &pos, &out, &it->trace) < 0) ||
-	    take_str(b, len, &pos, &out, &payload) < 0 || pos != len ||
-	    !it->queue[0] || !it->partition[0])
+	    take_str(b, len, &pos, &out, &payload) < 0 || pos != len || !it->queue[0] ||
+	    !it->partition[0]) {
+		free(*mem);
+		*mem = NULL;
 		return -1;
+	}
 	it->payload = (char *)payload;
 	return 0;
 }
@@ -249,7 +272,58 @@ spool_decode(const void *body, uint32_t len, struct push_item *it, char **mem)
 static int
 rec_decode(struct rec *r)
 {
-	return spool_decode(r->body, r->len, &r->it, &r->mem);
+	return spool_rec_decode(r->body, r->len, &r->it, &r->mem, &r->flags);
+}
+
+/* What a record header of avail bytes (avail >= REC_HDR) says: GARBAGE when it is not one,
+ * TORN when its body runs past avail, else OK with the body length in *len. */
+static enum spool_rec_state
+hdr_check(const unsigned char *h, size_t avail, uint32_t *len)
+{
+	*len = get32(h + 4);
+	if (get32(h) != SPOOL_MAGIC || *len >= REC_MAX)
+		return SPOOL_REC_GARBAGE;
+	if ((size_t)*len > avail - REC_HDR)
+		return SPOOL_REC_TORN;
+	return SPOOL_REC_OK;
+}
+
+enum spool_rec_state
+spool_rec_check(const unsigned char *buf, size_t len, size_t *reclen)
+{
+	enum spool_rec_state st;
+	uint32_t body;
+
+	*reclen = 0;
+	if (len == 0)
+		return SPOOL_REC_END;
+	if (len < REC_HDR)
+		return SPOOL_REC_TORN;
+	st = hdr_check(buf, len, &body);
+	if (st != SPOOL_REC_OK)
+		return st;
+	*reclen = REC_HDR + (size_t)body;
+	return rec_crc(buf + 4, buf + REC_HDR, body) == get32(buf + 8) ? SPOOL_REC_OK
+									 : SPOOL_REC_BAD;
+}
+
+size_t
+spool_rec_resync(const unsigned char *buf, size_t len, size_t from)
+{
+	static const unsigned char magic[4] = { 'Q', 'S', 'P', '1' };
+
+	while (from < len) {
+		const unsigned char *m = memmem(buf + from, len - from, magic, 4);
+		size_t at, reclen;
+
+		if (!m)
+			break;
+		at = (size_t)(m - buf);
+		if (spool_rec_check(buf + at, len - at, &reclen) == SPOOL_REC_OK)
+			return at;
+		from = at + 1;
+	}
+	return len;
 }
 
 static int
@@ -290,34 +364,25 @@ write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-enum rec_state {
-	REC_OK,		/* *body holds the record */
-	REC_END,	/* pos is the end */
-	REC_TORN,	/* the record runs past the end: a write cut short */
-	REC_BAD,	/* complete, but its checksum is wrong; *len tells how far to skip */
-	REC_GARBAGE,	/* no record header here */
-	REC_IOERR,
-};
-
-/* Reads the record at pos of fd, whose valid bytes end at end. */
-static enum rec_state
+/* Reads the record at pos of fd, whose valid bytes end at end. REC_IOERR on a read error. */
+#define REC_IOERR ((enum spool_rec_state)(SPOOL_REC_GARBAGE + 1))
+static enum spool_rec_state
 rec_read(int fd, off_t pos, off_t end, unsigned char **body, uint32_t *len)
 {
 	unsigned char h[REC_HDR], *b;
+	enum spool_rec_state st;
 
 	*body = NULL;
 	*len = 0;
 	if (pos >= end)
-		return REC_END;
+		return SPOOL_REC_END;
 	if (end - pos < REC_HDR)
-		return REC_TORN;
+		return SPOOL_REC_TORN;
 	if (pread_all(fd, h, REC_HDR, pos) < 0)
 		return REC_IOERR;
-	if (get32(h) != SPOOL_MAGIC || get32(h + 4) > REC_MAX)
-		return REC_GARBAGE;
-	*len = get32(h + 4);
-	if ((off_t)*len > end - pos - REC_HDR)
-		return REC_TORN;
+	st = hdr_check(h, (size_t)(end - pos), len);
+	if (st != SPOOL_REC_OK)
+		return st;
 	b = malloc(*len ? *len : 1);
 	QASSERT(b != NULL);
 	if (pread_all(fd, b, *len, pos + REC_HDR) < 0) {
@@ -326,10 +391,10 @@ rec_read(int fd, off_t pos, off_t end, unsigned char **body, uint32_t *len)
 	}
 	if (rec_crc(h + 4, b, *len) != get32(h + 8)) {
 		free(b);
-		return REC_BAD;
+		return SPOOL_REC_BAD;
 	}
 	*body = b;
-	return REC_OK;
+	return SPOOL_REC_OK;
 }
 
 /* ---- files ---------------------------------------------------------------------------- */
@@ -385,65 +450,108 @@ mkdir_p(const char *dir)
 	return rc;
 }
 
-/* Whether a record header that could be valid starts at pos (to tell a damaged record in the
- * middle of a file from a damaged tail). */
+/* Replaces segment name by the valid records of buf[0..len) (all in one write, synced, then
+ * renamed over it). 0, or -1 with errno. */
 static int
-header_at(int fd, off_t pos, off_t end)
+rewrite_file(const char *name, const unsigned char *buf, size_t len)
 {
-	unsigned char h[REC_HDR];
+	static const char tmp[] = ".rewrite";
+	int fd = openat(sp.dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), err;
 
-	return end - pos >= REC_HDR && pread_all(fd, h, REC_HDR, pos) == 0 &&
-	       get32(h) == SPOOL_MAGIC && (off_t)get32(h + 4) <= end - pos - REC_HDR;
+	if (fd < 0)
+		return -1;
+	if (write_all(fd, (const char *)buf, len) < 0 || fsync(fd) < 0 ||
+	    renameat(sp.dirfd, tmp, sp.dirfd, name) < 0 || fsync(sp.dirfd) < 0) {
+		err = errno;
+		close(fd);
+		unlinkat(sp.dirfd, tmp, 0);
+		errno = err;
+		return -1;
+	}
+	close(fd);
+	return 0;
 }
 
-/* Validates a spool file left by a previous run: counts its records and cuts a torn or
- * corrupt tail off it (with a warning). A record with a bad checksum followed by valid ones
- * is skipped (the drainer skips it too). Returns 0, or -1 on an I/O error. */
+/* Reads the whole file of fd into *buf (malloc'd; its length in *len). 0 or -1. */
+static int
+read_file(int fd, unsigned char **buf, size_t *len)
+{
+	struct stat st;
+
+	*buf = NULL;
+	*len = 0;
+	if (fstat(fd, &st) < 0)
+		return -1;
+	*buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	QASSERT(*buf != NULL);
+	if (st.st_size && pread_all(fd, *buf, (size_t)st.st_size, 0) < 0) {
+		free(*buf);
+		*buf = NULL;
+		return -1;
+	}
+	*len = (size_t)st.st_size;
+	return 0;
+}
+
+/* Validates a spool file left by a previous run and counts its records. Damage is passed
+ * over, never a reason to drop what follows: from a record that fails its checksum, is cut
+ * short or is no record at all, reading resumes at the next valid record (found by its
+ * marker and checksum), so a damaged record loses that record only. A file damaged in the
+ * middle is rewritten with its valid records; damage at the tail (a write cut short by a
+ * crash) is cut off. Returns 0, or -1 on an I/O error. */
 static int
 scan_file(int fd, const char *name, off_t *size, long *records)
 {
-	struct stat st;
-	off_t pos = 0, end;
+	unsigned char *buf;
+	size_t len, pos = 0, kept = 0, holes = 0;
 	long n = 0;
+	int rc = 0;
 
-	if (fstat(fd, &st) < 0)
+	if (read_file(fd, &buf, &len) < 0)
 		return -1;
-	end = st.st_size;
-	for (;;) {
-		unsigned char *body;
-		uint32_t len;
-		enum rec_state s = rec_read(fd, pos, end, &body, &len);
+	while (pos < len) {
+		size_t reclen, next;
+		enum spool_rec_state st = spool_rec_check(buf + pos, len - pos, &reclen);
 
-		if (s == REC_END)
-			break;
-		if (s == REC_IOERR)
-			return -1;
-		if (s == REC_OK) {
-			free(body);
+		if (st == SPOOL_REC_OK) {
+			/* Valid records move down over the holes before them (memmove: in place). */
+			if (kept != pos)
+				memmove(buf + kept, buf + pos, reclen);
+			kept += reclen;
+			pos += reclen;
 			n++;
-			pos += REC_HDR + (off_t)len;
 			continue;
 		}
-		if (s == REC_BAD && pos + REC_HDR + (off_t)len < end &&
-		    header_at(fd, pos + REC_HDR + (off_t)len, end)) {
-			log_error("spool: %s/%s: the record at byte %lld fails its checksum: "
-				  "skipped, one buffered push is lost", sp.dir, name,
-				  (long long)pos);
-			pos += REC_HDR + (off_t)len;
-			continue;
+		next = spool_rec_resync(buf, len, pos + 1);
+		if (next == len) {
+			log_warn("spool: %s/%s: dropped a %s record at the tail (byte %zu, %zu bytes): "
+				 "a write cut short by a crash", sp.dir, name,
+				 st == SPOOL_REC_BAD ? "corrupt" : "torn", pos, len - pos);
+			break;
 		}
-		log_warn("spool: %s/%s: dropped a %s record at the tail (byte %lld, %lld bytes): "
-			 "a write cut short by a crash", sp.dir, name,
-			 s == REC_BAD ? "corrupt" : "torn", (long long)pos, (long long)(end - pos));
-		if (ftruncate(fd, pos) < 0 || fsync(fd) < 0)
-			log_warn("spool: %s/%s: cannot cut the tail off: %s (ignored when read)",
-				 sp.dir, name, strerror(errno));
-		end = pos;
-		break;
+		if (st == SPOOL_REC_BAD && pos + reclen == next)
+			log_error("spool: %s/%s: the record at byte %zu fails its checksum: skipped, "
+				  "the records after it are kept; one buffered push is lost", sp.dir,
+				  name, pos);
+		else
+			log_error("spool: %s/%s: bytes %zu to %zu hold no valid record: skipped, the "
+				  "records after them are kept; a buffered push is lost", sp.dir,
+				  name, pos, next);
+		holes++;
+		pos = next;
 	}
-	*size = end;
+	if (holes && rewrite_file(name, buf, kept) < 0) {
+		log_error("spool: %s/%s: cannot rewrite it without its damaged bytes: %s", sp.dir,
+			  name, strerror(errno));
+		rc = -1;
+	} else if (!holes && kept < len && (ftruncate(fd, (off_t)kept) < 0 || fsync(fd) < 0)) {
+		log_warn("spool: %s/%s: cannot cut the tail off: %s (ignored when read)", sp.dir,
+			 name, strerror(errno));
+	}
+	free(buf);
+	*size = (off_t)kept;
 	*records = n;
-	return 0;
+	return rc;
 }
 
 static void
@@ -658,7 +766,7 @@ seal_segment(void)
 }
 
 enum qe
-spool_append(struct push_item *const *items, size_t n)
+spool_append(struct push_item *const *items, size_t n, int sent)
 {
 	struct strbuf sb;
 	int64_t now = wall_ms();
@@ -666,7 +774,7 @@ spool_append(struct push_item *const *items, size_t n)
 
 	sb_init(&sb);
 	for (size_t i = 0; i < n && !err; i++)
-		if (rec_encode(&sb, items[i], now) < 0)
+		if (rec_encode(&sb, items[i], now, sent) < 0)
 			err = EFBIG;
 	pthread_mutex_lock(&sp.mu);
 	if (!err && sp.dirfd < 0)
@@ -703,18 +811,39 @@ spool_append(struct push_item *const *items, size_t n)
 		if (err) {
 			it->status = "failed";
 			it->error = "database unavailable and the spool could not store the item";
-			snprintf(it->message_id, sizeof(it->message_id), "%s", it->id);
 		} else {
 			it->status = "buffered";
-			snprintf(it->message_id, sizeof(it->message_id), "%s", it->id);
 		}
+		snprintf(it->message_id, sizeof(it->message_id), "%s", it->id);
 	}
 	if (err) {
 		log_error("spool: cannot append %zu pushes to FILE_BUFFER_DIR %s: %s", n,
 			  sp.dir ? sp.dir : "(not open)", strerror(err));
-		return QE_INTERNAL;
+		return QE_DB;
 	}
 	return QE_OK;
+}
+
+int
+spool_wait_drained(int64_t ms)
+{
+	struct timespec until;
+	int drained;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)(ms / 1000);
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&sp.mu);
+	while (atomic_load(&sp_pending) > 0 && !atomic_load(&sp_maint) &&
+	       pthread_cond_timedwait(&sp.drained, &sp.mu, &until) == 0)
+		;
+	drained = atomic_load(&sp_pending) == 0 && !atomic_load(&sp_maint);
+	pthread_mutex_unlock(&sp.mu);
+	return drained;
 }
 
 /* ---- draining ------------------------------------------------------------------------- */
@@ -732,7 +861,7 @@ drop_first(void)
 	}
 	if (s->left > 0) {
 		log_error("spool: %ld buffered pushes of a damaged segment are lost", s->left);
-		atomic_fetch_sub(&sp_pending, s->left);
+		pending_sub(s->left);
 	}
 	seg_name(name, s->seq);
 	if (unlinkat(sp.dirfd, name, 0) < 0 && errno != ENOENT)
@@ -758,8 +887,7 @@ committed(uint64_t seq, long k, off_t pos)
 		if (k > sp.segs[0].left)
 			k = sp.segs[0].left;
 		sp.segs[0].left -= k;
-		if (k > 0 && atomic_fetch_sub(&sp_pending, k) == k)
-			log_warn("spool: drained, pushes are stored directly again");
+		pending_sub(k);
 		sp.rpos = pos;
 		sp.attempts = 0;
 		/* No append is under way while we hold the lock: at the durable end, the
@@ -791,6 +919,80 @@ set_aside(const struct rec *r)
 	return rc;
 }
 
+/* Of the k records of a batch, those sent to the database before they were spooled may be
+ * stored already (the connection dropped between commit and answer): asks the database
+ * (queen_spool_stored) and sets those to "duplicate", moving the others to the front of
+ * items. Returns how many are left to push, or -1 when the database cannot be asked. */
+static long
+leave_out_stored(struct dbconn *db, struct rec *recs, struct push_item **items, size_t k)
+{
+	struct strbuf sb[3];
+	const char *params[3];
+	size_t *at = calloc(k, sizeof(*at)), n = 0, left = 0;
+	PGresult *res = NULL;
+	enum qe e;
+
+	QASSERT(at != NULL);
+	for (int m = 0; m < 3; m++) {
+		sb_init(&sb[m]);
+		sb_addc(&sb[m], '{');
+	}
+	for (size_t i = 0; i < k; i++) {
+		if (!(recs[i].flags & F_SENT))
+			continue;
+		for (int m = 0; m < 3; m++)
+			if (n)
+				sb_addc(&sb[m], ',');
+		sb_add_pgelem(&sb[0], recs[i].it.queue);
+		sb_add_pgelem(&sb[1], recs[i].it.partition);
+		sb_add_pgelem(&sb[2], recs[i].it.id);
+		at[n++] = i;
+	}
+	for (int m = 0; m < 3; m++) {
+		sb_addc(&sb[m], '}');
+		params[m] = sb[m].buf;
+	}
+	e = n ? db_exec(db, SQL_SPOOL_STORED, params, &res) : QE_OK;
+	for (int m = 0; m < 3; m++)
+		sb_free(&sb[m]);
+	if (e != QE_OK) {
+		free(at);
+		return -1;
+	}
+	for (int row = 0; res && row < PQntuples(res); row++) {
+		long j = atol(PQgetvalue(res, row, 0));
+		struct push_item *it;
+
+		if (j < 0 || (size_t)j >= n)
+			continue;
+		it = &recs[at[j]].it;
+		it->status = "duplicate";
+		snprintf(it->message_id, sizeof(it->message_id), "%s", it->id);
+	}
+	PQclear(res);
+	free(at);
+	for (size_t i = 0; i < k; i++)
+		if (!recs[i].it.status)
+			items[left++] = &recs[i].it;
+	return (long)left;
+}
+
+/* Offset of the first valid record after pos in the file fd of valid length size, or size
+ * (also when it cannot be read). */
+static off_t
+resync_at(int fd, off_t pos, off_t size)
+{
+	size_t len = (size_t)(size - pos);
+	unsigned char *buf = malloc(len ? len : 1);
+	off_t next = size;
+
+	QASSERT(buf != NULL);
+	if (pread_all(fd, buf, len, pos) == 0)
+		next = pos + (off_t)spool_rec_resync(buf, len, 1);
+	free(buf);
+	return next;
+}
+
 /* One batch of the drainer. Returns 1 to go on, 0 to stop this round. */
 static int
 drain_step(struct dbconn *db)
@@ -800,8 +1002,9 @@ drain_step(struct dbconn *db)
 	uint64_t seq;
 	off_t size, pos;
 	size_t k = 0, bytes = 0, max;
-	enum rec_state st = REC_OK;
+	enum spool_rec_state st = SPOOL_REC_OK;
 	int go_on = 1, unreadable = 0;
+	long left;
 	enum qe e;
 
 	pthread_mutex_lock(&sp.mu);
@@ -853,13 +1056,13 @@ drain_step(struct dbconn *db)
 		off_t at = pos;
 
 		st = rec_read(sp.rfd, pos, size, &r->body, &r->len);
-		if (st == REC_BAD) {
+		if (st == SPOOL_REC_BAD) {
 			/* Reported by the start-up scan (or damaged since): skip it. */
 			log_debug("spool: skipping a record with a bad checksum");
 			pos += REC_HDR + (off_t)r->len;
 			continue;
 		}
-		if (st != REC_OK)
+		if (st != SPOOL_REC_OK)
 			break;
 		pos += REC_HDR + (off_t)r->len;
 		if (rec_decode(r) < 0) {
@@ -888,13 +1091,14 @@ drain_step(struct dbconn *db)
 		goto out;
 	}
 	if (k == 0) {
-		if (st == REC_TORN || st == REC_GARBAGE) {
-			log_error("spool: %s: segment %llu is damaged at byte %lld: the rest of "
-				  "it is dropped", sp.dir, (unsigned long long)seq, (long long)pos);
-			pthread_mutex_lock(&sp.mu);
-			if (sp.nsegs && sp.segs[0].seq == seq)
-				drop_first();
-			pthread_mutex_unlock(&sp.mu);
+		if (st == SPOOL_REC_TORN || st == SPOOL_REC_GARBAGE) {
+			/* Damaged since start-up checked it: go on at the next valid record. */
+			off_t next = resync_at(sp.rfd, pos, size);
+
+			log_error("spool: %s: segment %llu is damaged from byte %lld to %lld: "
+				  "skipped, the records after it are kept", sp.dir,
+				  (unsigned long long)seq, (long long)pos, (long long)next);
+			committed(seq, 0, next);
 		} else if (st == REC_IOERR) {
 			log_error("spool: cannot read segment %llu: %s", (unsigned long long)seq,
 				  strerror(errno));
@@ -905,12 +1109,13 @@ drain_step(struct dbconn *db)
 		goto out;
 	}
 
-	e = h_push_store(db, items, k, 1);
+	left = leave_out_stored(db, recs, items, k);
+	e = left < 0 ? QE_DB : left == 0 ? QE_OK : h_push_store(db, items, (size_t)left, 1);
 	if (e == QE_OK) {
 		size_t dup = 0;
 
 		for (size_t i = 0; i < k; i++)
-			dup += items[i]->status[0] == 'd';
+			dup += recs[i].it.status[0] == 'd';
 		log_info("spool: stored %zu buffered pushes (%zu were duplicates)", k, dup);
 		committed(seq, (long)k, pos);
 		goto out;
@@ -950,18 +1155,24 @@ void
 spool_drain(struct dbconn *db)
 {
 	int64_t start = now_ms();
+	int more = 0;
 
 	if (sp.dirfd < 0 || now_ms() < sp.retry_at)
 		return;
-	while (!atomic_load(&sp_maint) && now_ms() - start < DRAIN_BUDGET_MS)
-		if (!drain_step(db))
-			break;
+	while (!atomic_load(&sp_maint) && (more = drain_step(db)) != 0 &&
+	       now_ms() - start < DRAIN_BUDGET_MS)
+		;
+	atomic_store(&sp_busy, more);
 }
 
 int64_t
 spool_drain_interval_ms(void)
 {
-	return DRAIN_INTERVAL_MS;
+	/* Straight on while a round ran out of time with records left (pushes may be waiting
+	 * for them, spool_wait_drained); soon again while records wait for the database. */
+	if (atomic_load(&sp_pending) == 0)
+		return DRAIN_INTERVAL_MS;
+	return atomic_load(&sp_busy) ? 0 : DRAIN_RETRY_MS;
 }
 
 /* ---- state ---------------------------------------------------------------------------- */

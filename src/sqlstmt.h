@@ -51,8 +51,9 @@ enum sql_id {
 	SQL_STATUS_QUEUES,
 	/* transaction (schema/functions/transaction.sql) */
 	SQL_TXN,
-	/* spool replay (schema/functions/push.sql) */
+	/* spool replay (schema/functions/push.sql, spool.sql) */
 	SQL_SPOOL_PUSH,
+	SQL_SPOOL_STORED,
 	SQL__COUNT
 };
 

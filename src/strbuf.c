@@ -173,3 +173,35 @@ sb_add_pgelem(struct strbuf *sb, const char *s)
 	}
 	sb_addc(sb, '"');
 }
+
+static void
+sb_add_be32(struct strbuf *sb, uint32_t v)
+{
+	char b[4] = { (char)(v >> 24), (char)(v >> 16), (char)(v >> 8), (char)v };
+
+	sb_add(sb, b, 4);
+}
+
+void
+sb_pgbin_text_array(struct strbuf *sb, size_t n)
+{
+	sb_add_be32(sb, 1);		/* dimensions */
+	sb_add_be32(sb, 0);		/* has-null flag: array_recv finds the NULLs itself */
+	sb_add_be32(sb, 25);		/* element type: text (TEXTOID) */
+	sb_add_be32(sb, (uint32_t)n);	/* length of the dimension */
+	sb_add_be32(sb, 1);		/* lower bound */
+}
+
+void
+sb_pgbin_text_elem(struct strbuf *sb, const char *s)
+{
+	size_t n;
+
+	if (!s) {
+		sb_add_be32(sb, UINT32_MAX);	/* -1: NULL */
+		return;
+	}
+	n = strlen(s);
+	sb_add_be32(sb, (uint32_t)n);
+	sb_add(sb, s, n);
+}

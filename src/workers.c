@@ -18,6 +18,8 @@
 
 static pthread_mutex_t wk_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wk_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t wk_call_cv = PTHREAD_COND_INITIALIZER;	/* a call finished */
+static struct wk_call *wk_calls, *wk_calls_tail;
 static struct req *wk_head, *wk_tail;
 static long wk_len;
 static int64_t wk_lanes_busy;	/* coalesced push batches running */
@@ -92,6 +94,73 @@ wk_queued(void)
 	n = wk_len;
 	pthread_mutex_unlock(&wk_mu);
 	return n;
+}
+
+enum { CALL_QUEUED, CALL_TAKEN, CALL_DONE };
+
+void
+wk_call_submit(struct wk_call *c)
+{
+	c->state = CALL_QUEUED;
+	c->next = NULL;
+	pthread_mutex_lock(&wk_mu);
+	if (wk_calls_tail)
+		wk_calls_tail->next = c;
+	else
+		wk_calls = c;
+	wk_calls_tail = c;
+	pthread_cond_signal(&wk_cv);
+	pthread_mutex_unlock(&wk_mu);
+}
+
+/* Takes the first queued call. Called with wk_mu held. */
+static struct wk_call *
+take_call(void)
+{
+	struct wk_call *c = wk_calls;
+
+	if (!c)
+		return NULL;
+	wk_calls = c->next;
+	if (!wk_calls)
+		wk_calls_tail = NULL;
+	c->state = CALL_TAKEN;
+	return c;
+}
+
+static void
+run_call(struct wk *w, struct wk_call *c)
+{
+	db_ensure(w->db);
+	c->fn(w, c->arg);
+	pthread_mutex_lock(&wk_mu);
+	c->state = CALL_DONE;
+	pthread_cond_broadcast(&wk_call_cv);
+	pthread_mutex_unlock(&wk_mu);
+}
+
+void
+wk_call_wait(struct wk *w, struct wk_call *c)
+{
+	pthread_mutex_lock(&wk_mu);
+	if (c->state == CALL_QUEUED) {
+		struct wk_call **pp = &wk_calls, *prev = NULL;
+
+		while (*pp != c) {
+			prev = *pp;
+			pp = &(*pp)->next;
+		}
+		*pp = c->next;
+		if (wk_calls_tail == c)
+			wk_calls_tail = prev;
+		c->state = CALL_TAKEN;
+		pthread_mutex_unlock(&wk_mu);
+		run_call(w, c);
+		return;
+	}
+	while (c->state != CALL_DONE)
+		pthread_cond_wait(&wk_call_cv, &wk_mu);
+	pthread_mutex_unlock(&wk_mu);
 }
 
 /* Unlinks cur (whose predecessor is prev) from the queue. Called with wk_mu held. */
@@ -193,13 +262,20 @@ wk_main(void *arg)
 
 	pidx_thread_online();
 	for (;;) {
-		size_t n;
+		struct wk_call *call;
+		size_t n = 0;
 
 		pthread_mutex_lock(&wk_mu);
-		while ((n = wk_head ? take_jobs(jobs, ARRAY_LEN(jobs), &is_heavy) : 0) == 0 &&
+		/* Calls first: a worker waits for them with its lane's requests in hand. */
+		while (!(call = take_call()) &&
+		       (n = wk_head ? take_jobs(jobs, ARRAY_LEN(jobs), &is_heavy) : 0) == 0 &&
 		       !(wk_stopping && !wk_head))
 			pthread_cond_wait(&wk_cv, &wk_mu);
 		pthread_mutex_unlock(&wk_mu);
+		if (call) {
+			run_call(w, call);
+			continue;
+		}
 		if (n == 0)
 			break;
 		log_request(jobs[0]->id);

@@ -26,4 +26,20 @@ enum qe wk_submit(struct req *r);
 /* Jobs waiting for a worker, for metrics. */
 long wk_queued(void);
 
+/* A call run by some worker with its own connection on behalf of another worker: the shards
+ * of a push batch run on several connections at once (h_push.c). The caller owns the struct
+ * and must wk_call_wait for it before freeing it. */
+struct wk_call {
+	void (*fn)(struct wk *w, void *arg);
+	void *arg;
+	int state;			/* private to workers.c */
+	struct wk_call *next;
+};
+
+/* Queues the call ahead of every request and wakes an idle worker. */
+void wk_call_submit(struct wk_call *c);
+/* Returns once the call has run: runs it on w itself when no worker has taken it yet, so a
+ * caller never waits for a worker that is busy (progress with a pool of one). */
+void wk_call_wait(struct wk *w, struct wk_call *c);
+
 #endif

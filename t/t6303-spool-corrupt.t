@@ -1,7 +1,9 @@
 #!/usr/bin/perl
 # A damaged spool (SPEC 15): a record cut short at the tail (the crash came mid-write) or
 # whose checksum fails is dropped with a warning, never half-replayed, and every other record
-# is drained in order; a damaged record in the middle is skipped and the ones after it kept.
+# is drained in order; a damaged record in the middle is skipped and the ones after it kept,
+# also when its marker or its length is what the damage hit (reading resumes at the next
+# valid record: before, recovery dropped everything after a damaged header).
 use strict;
 use warnings;
 use FindBin;
@@ -98,5 +100,28 @@ my $b3 = spool_and_damage('mid', sub {
 });
 drained($b3, 'mid', [ 'mid-0', 'mid-1', 'mid-3', 'mid-4' ], qr/fails its checksum: skipped/,
 	'a damaged record in the middle is skipped, the rest kept');
+
+# A sub that overwrites $len bytes at $at of the spool file with $bytes.
+sub overwrite {
+	my ($at_of, $bytes) = @_;
+	return sub {
+		my ($file, @rec) = @_;
+		open my $fh, '+<', $file or die "$file: $!";
+		binmode $fh;
+		seek($fh, $at_of->(@rec), 0);
+		print {$fh} $bytes;
+		close $fh;
+	};
+}
+
+my $b4 = spool_and_damage('mark', overwrite(sub { $_[1][0] }, 'XXXX'));
+drained($b4, 'mark', [ 'mark-0', 'mark-2', 'mark-3', 'mark-4' ], qr/hold no valid record: skipped/,
+	'spool_recovery_past_damaged_marker: a record whose marker is damaged is lost alone');
+
+# Its length now says the record runs past the end of the file: it looks torn, yet valid
+# records follow it.
+my $b5 = spool_and_damage('len', overwrite(sub { $_[2][0] + 4 }, pack('V', 1 << 20)));
+drained($b5, 'len', [ 'len-0', 'len-1', 'len-3', 'len-4' ], qr/hold no valid record: skipped/,
+	'spool_recovery_past_torn_middle: a record cut short in the middle is lost alone');
 
 done_testing;

@@ -67,22 +67,18 @@ subtest 'maintenance/pop: pops answer 204, pushes are still stored' => sub {
 	is_deeply($r->{txns}, [ map { "pp-m-$_" } 0 .. 3 ], 'everything, in order');
 };
 
-subtest 'an item that can be neither stored nor spooled answers failed' => sub {
+subtest 'a push that can be neither stored nor spooled answers 503, never buffered' => sub {
 	my $dir = QueenTest::tmpdir() . '/spool-gone';
 	my $b = start_queend(FILE_BUFFER_DIR => $dir);
 	rmtree($dir);
 	$b->post_json('/api/v1/system/maintenance', { enabled => jtrue });
 	my ($s, $r) = $b->push_items({ queue => 'gone', transactionId => 'g-0' }, { queue => 'gone' });
-	is($s, 201, 'the push is answered 201');
-	is(scalar @{ $r // [] }, 2, 'one element per item');
-	for my $e (@{ $r // [] }) {
-		is($e->{status}, 'failed', "item $e->{index}: failed");
-		ok(defined $e->{error} && length $e->{error}, "with an error: " . ($e->{error} // 'none'));
-	}
+	is($s, 503, 'the push is refused with 503');
+	like($r->{error} // '', qr/spool cannot write/, 'saying why: ' . ($r->{error} // 'none'));
 	is((($b->get('/api/v1/status/buffers'))[1] // {})->{pendingCount}, 0, 'nothing pending');
 	$b->post_json('/api/v1/system/maintenance', { enabled => jfalse });
 	(undef, $r) = $b->push_items({ queue => 'gone', transactionId => 'g-0' });
-	is($r->[0]{status}, 'queued', 'stored once maintenance is off: the failed one was not kept');
+	is($r->[0]{status}, 'queued', 'stored once maintenance is off: the refused one was not kept');
 };
 
 subtest 'FILE_BUFFER_DIR is checked at start-up' => sub {

@@ -70,7 +70,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FILE *devnull = fopen("/dev/null", "w");
 		char *ci;
 
-		QASSERT(c.port >= 1 && c.port <= 65535 && c.pg_port >= 1 && c.pg_port <= 65535);
+		QASSERT(c.port >= 1 && c.port <= 65535 && c.pg_port != NULL);
 		QASSERT(c.db_pool_size >= 1 && c.max_body_bytes >= 1024);
 		QASSERT(c.host && c.pg_host && c.log_level && c.default_subscription_mode);
 		QASSERT(devnull != NULL);

@@ -25,7 +25,7 @@ use POSIX qw(WNOHANG);
 use Test::More ();
 use Time::HiRes qw(time sleep);
 
-our @EXPORT = qw(start_pg start_queend queend_bin run_queend free_port wait_until
+our @EXPORT = qw(start_pg start_standby start_queend queend_bin run_queend free_port wait_until
 	bg jtrue jfalse to_json from_json iso_ms iso_epoch uuid_re iso_re
 	is_true is_false is_null txns offsets queue_list find_queue);
 
@@ -120,8 +120,8 @@ sub _watchdog {
 			kill 'KILL', $p->[0] if index($cmd, $p->[1]) >= 0;
 		}
 	}
-	if (-e "$dir/pgdata/postmaster.pid") {
-		my @cmd = ("$bindir/pg_ctl", '-D', "$dir/pgdata", '-m', 'immediate', 'stop');
+	for my $data (grep { -e "$_/postmaster.pid" } glob("$dir/pgdata*")) {
+		my @cmd = ("$bindir/pg_ctl", '-D', $data, '-m', 'immediate', 'stop');
 		unshift @cmd, 'runuser', '-u', 'postgres', '--' if $> == 0;
 		system(@cmd);
 	}
@@ -235,6 +235,46 @@ sub start_pg {
 	die "pg_ctl start failed:\n" . _slurp("$dir/pg.log");
 }
 
+# A streaming standby of $primary made with pg_basebackup, as a second host: it listens on
+# 127.0.0.2 with the primary's port number (so one PG_PORT serves both hosts) and replicates
+# synchronously (the primary waits for it at every commit) unless async => 1. Skips the file
+# when pg_basebackup is missing or 127.0.0.2 cannot be bound.
+sub start_standby {
+	my ($primary, %o) = @_;
+	my $dir = tmpdir();
+	Test::More::plan(skip_all => 'pg_basebackup not found')
+		unless -x "$primary->{bindir}/pg_basebackup";
+	my $probe = IO::Socket::INET->new(LocalAddr => '127.0.0.2', LocalPort => $primary->{port},
+		Proto => 'tcp', Listen => 1, ReuseAddr => 1);
+	Test::More::plan(skip_all => "cannot listen on 127.0.0.2:$primary->{port}: $!") unless $probe;
+	close $probe;
+	my $sb = bless { bindir => $primary->{bindir}, dir => $dir, data => "$dir/pgdata-standby",
+		port => $primary->{port}, host => '127.0.0.2', log => "$dir/pg-standby.log" },
+		'QueenTest::Pg';
+	my $sock = "$dir/standby-sock";
+	mkdir $sock or die "mkdir $sock: $!";
+	chown((getpwnam('postgres'))[2, 3], $sock) if $> == 0;
+	$sb->_run('pg_basebackup', '-h', '127.0.0.1', '-p', $primary->{port}, '-U', 'postgres',
+		'-D', $sb->{data}, '-X', 'stream', '-R') == 0
+		or die "pg_basebackup failed:\n" . _slurp("$dir/pg-cmd.log");
+	open my $fh, '>>', "$sb->{data}/postgresql.conf" or die "postgresql.conf: $!";
+	# The WAL receiver names itself after cluster_name (pg_basebackup -R writes the rest of
+	# primary_conninfo).
+	print {$fh} "listen_addresses = '127.0.0.2'\nunix_socket_directories = '$sock'\n",
+		"cluster_name = 'standby1'\nhot_standby = on\n";
+	close $fh;
+	push @PGS, $sb;
+	$sb->start or die "standby start failed:\n" . _slurp($sb->{log});
+	if (!$o{async}) {
+		$primary->psql("ALTER SYSTEM SET synchronous_standby_names = 'standby1'");
+		$primary->psql('SELECT pg_reload_conf()');
+		wait_until(sub { $primary->psql("SELECT sync_state FROM pg_stat_replication " .
+			"WHERE application_name = 'standby1'") eq 'sync' }, 30, 0.1)
+			or die "the standby did not become synchronous\n";
+	}
+	return $sb;
+}
+
 package QueenTest::Pg;
 
 use Time::HiRes qw(time sleep);
@@ -259,8 +299,8 @@ sub _run {
 # Starts (or restarts) the cluster on its port; true when it accepts connections.
 sub start {
 	my $self = shift;
-	my $ok = $self->_run('pg_ctl', '-w', '-t', '60', '-D', $self->{data}, '-l', "$self->{dir}/pg.log",
-		'-o', "-p $self->{port}", 'start') == 0;
+	my $ok = $self->_run('pg_ctl', '-w', '-t', '60', '-D', $self->{data}, '-l',
+		$self->{log} // "$self->{dir}/pg.log", '-o', "-p $self->{port}", 'start') == 0;
 	$self->{running} = $ok;
 	return $ok;
 }
@@ -272,10 +312,16 @@ sub stop {
 	return $self->_run('pg_ctl', '-w', '-D', $self->{data}, '-m', $mode // 'immediate', 'stop') == 0;
 }
 
+# Promotes a standby to primary (pg_ctl promote, waiting until it accepts writes).
+sub promote {
+	my $self = shift;
+	return $self->_run('pg_ctl', '-w', '-t', '60', '-D', $self->{data}, 'promote') == 0;
+}
+
 # Runs SQL through psql and returns its unaligned output (for the rare check the API cannot do).
 sub psql {
 	my ($self, $sql) = @_;
-	open my $fh, '-|', "$self->{bindir}/psql", '-X', '-A', '-t', '-q', '-h', '127.0.0.1', '-p',
+	open my $fh, '-|', "$self->{bindir}/psql", '-X', '-A', '-t', '-q', '-h', $self->{host} // '127.0.0.1', '-p',
 		$self->{port}, '-U', 'postgres', '-d', 'postgres', '-c', $sql or die "psql: $!";
 	local $/;
 	my $out = <$fh> // '';

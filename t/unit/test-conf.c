@@ -3,6 +3,7 @@
 #include "tap.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 int
@@ -10,7 +11,7 @@ main(void)
 {
 	struct conf c;
 	enum conf_action a;
-	char err[512];
+	char err[512], *ci;
 	char path[] = "/tmp/queen-conf-XXXXXX";
 	int fd = mkstemp(path);
 	char a0[] = "queend", a_port[] = "--port=7001", a_bad[] = "--no-such-thing=1",
@@ -63,6 +64,31 @@ main(void)
 	ok(conf_load(&c, 1, argv_flags, &a, err, sizeof(err)) < 0 &&
 	   strstr(err, "QUEEN_ENCRYPTION_KEY"), "a short encryption key is refused");
 	unsetenv("QUEEN_ENCRYPTION_KEY");
+
+	/* PG_PORT: one port for every host, or one per host (libpq's lists). */
+	setenv("PG_HOST", "db1,db2", 1);
+	setenv("PG_PORT", "5433", 1);
+	ok(conf_load(&c, 1, argv_flags, &a, err, sizeof(err)) == 0, "one port for two hosts");
+	ci = c.pg_host ? conf_conninfo(&c) : NULL;
+	ok(ci && strstr(ci, "host='db1,db2'") && strstr(ci, "port='5433'") &&
+	   strstr(ci, "target_session_attrs='read-write'"),
+	   "the conninfo asks for the read-write one: %s", ci ? ci : "(none)");
+	free(ci);
+	conf_free(&c);
+	setenv("PG_PORT", "5433,5434", 1);
+	ok(conf_load(&c, 1, argv_flags, &a, err, sizeof(err)) == 0, "a port per host");
+	conf_free(&c);
+	setenv("PG_PORT", "5433,5434,5435", 1);
+	ok(conf_load(&c, 1, argv_flags, &a, err, sizeof(err)) < 0 && strstr(err, "PG_PORT"),
+	   "three ports for two hosts are refused: %s", err);
+	setenv("PG_PORT", "5433,", 1);
+	ok(conf_load(&c, 1, argv_flags, &a, err, sizeof(err)) < 0 && strstr(err, "PG_PORT"),
+	   "an empty port is refused: %s", err);
+	setenv("PG_PORT", "70000", 1);
+	ok(conf_load(&c, 1, argv_flags, &a, err, sizeof(err)) < 0 && strstr(err, "PG_PORT"),
+	   "a port out of range is refused: %s", err);
+	unsetenv("PG_PORT");
+	unsetenv("PG_HOST");
 	unsetenv("QUEEN_CONFIG");
 	unsetenv("PG_DATABASE");
 	unlink(path);

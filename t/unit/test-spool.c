@@ -49,7 +49,7 @@ main(void)
 	item(&a, "t-0", p0);
 	item(&b, NULL, p1);
 	item(&c, "t-2", p2);
-	ok(spool_append(items, 3) == QE_OK, "append three items");
+	ok(spool_append(items, 3, 0) == QE_OK, "append three items");
 	is_str(a.status, "buffered", "status buffered");
 	is_str(b.message_id, b.id, "message_id is the item's id");
 	is_int(spool_pending(), 3, "three pending");
@@ -75,6 +75,55 @@ main(void)
 	spool_close();
 	if (g.gl_pathc == 1 && stat(g.gl_pathv[0], &st) == 0)
 		ok(st.st_size > 0, "the file keeps its intact records");
+
+	/* Damage in the middle: the second of the two records left loses its marker. The
+	 * pure functions skip to the next valid record, and a reopen keeps it. */
+	if (g.gl_pathc == 1) {
+		unsigned char buf[4096];
+		size_t len = 0, reclen = 0, next;
+		FILE *f = fopen(g.gl_pathv[0], "rb");
+
+		if (f) {
+			len = fread(buf, 1, sizeof(buf), f);
+			fclose(f);
+		}
+		ok(spool_rec_check(buf, len, &reclen) == SPOOL_REC_OK && reclen < len,
+		   "the first record checks");
+		ok(spool_rec_resync(buf, len, 1) == reclen, "resync from inside it finds the second");
+		buf[reclen + 13]++;
+		ok(spool_rec_check(buf + reclen, len - reclen, &next) == SPOOL_REC_BAD,
+		   "a changed byte fails the checksum");
+		buf[reclen + 13]--;
+		{
+			struct push_item it;
+			char *mem;
+			unsigned flags;
+
+			ok(spool_rec_decode(buf + 12, reclen - 12, &it, &mem, &flags) == 0 &&
+			   strcmp(it.queue, "q") == 0 && strcmp(it.payload, p0) == 0 && it.txn &&
+			   strcmp(it.txn, "t-0") == 0 && flags == 1, "the first record decodes");
+			free(mem);
+			ok(spool_rec_decode(buf + 12, reclen - 13, &it, &mem, &flags) < 0 && !mem,
+			   "a body one byte short does not");
+		}
+		ok(spool_rec_check(buf, 5, &next) == SPOOL_REC_TORN, "five bytes are a torn record");
+		ok(spool_rec_resync(buf, len, reclen + 1) == len, "no record after the last");
+		/* A third record, then the second's marker damaged: the third must survive. */
+		ok(spool_open(dir) == 0, "reopen to append");
+		ok(spool_append(items + 2, 1, 1) == QE_OK, "append a record flagged sent");
+		spool_close();
+		f = fopen(g.gl_pathv[0], "r+b");
+		ok(f && fseek(f, (long)reclen, SEEK_SET) == 0 && fputc('X', f) != EOF,
+		   "damage the marker of the second record");
+		if (f)
+			fclose(f);
+		ok(spool_open(dir) == 0, "reopen after damage in the middle");
+		is_int(spool_pending(), 2, "the damaged record is lost, the ones around it kept");
+		spool_close();
+		ok(spool_open(dir) == 0, "reopen once more");
+		is_int(spool_pending(), 2, "the file was rewritten without the damage");
+		spool_close();
+	}
 	if (g.gl_pathc == 1)
 		unlink(g.gl_pathv[0]);
 	globfree(&g);
