@@ -25,7 +25,7 @@ my $asan = join(':', grep { length } $ENV{ASAN_OPTIONS} // '', 'quarantine_size_
 	'allocator_release_to_os_interval_ms=200');
 my $q = start_queend(ASAN_OPTIONS => $asan, DEFAULT_TIMEOUT => 1000);
 my $report = QueenTest::tmpdir() . '/fuzz-requests.report';
-my $out = `'$FindBin::Bin/../contrib/fuzz-requests' --port=${\ $q->port} --pid=${\ $q->pid} --count=$count --seconds=$seconds --seed=$seed --exclude='$exclude' --report='$report' 2>&1`;
+my $out = `'$FindBin::Bin/../contrib/fuzz-requests' --port=${\ $q->port} --pid=${\ $q->pid} --count=$count --seconds=$seconds --seed=$seed${\ ($exclude ne '' ? " --exclude='$exclude'" : '')} --report='$report' 2>&1`;
 my $rc = $? >> 8;
 chomp $out;
 note($out);
