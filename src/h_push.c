@@ -192,6 +192,8 @@ scan_item(struct req *r, struct jscan *s, size_t i, char **arena, struct push_it
 	while ((rc = js_next(s, '}', &first, key, sizeof(key), &klen)) == 1) {
 		int k;
 
+		if (strlen(key) != klen)
+			key[0] = '\0';	/* "queue\u0000x" is not "queue": no key of ours */
 		for (k = 0; k < 4 && strcmp(key, names[k]) != 0; k++)
 			;
 		if (k < 4) {
@@ -284,7 +286,7 @@ h_push_prepare(struct req *r)
 	else
 		js_begin(&s, '{');
 	while (e == QE_OK && (rc = js_next(&s, '}', &first, key, sizeof(key), &klen)) == 1) {
-		if (strcmp(key, "items") != 0 || found) {
+		if (strlen(key) != klen || strcmp(key, "items") != 0 || found) {
 			if (js_skip(&s, NULL, NULL) < 0)
 				e = QE_BAD_BODY;
 			continue;

@@ -54,7 +54,7 @@ wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static struct req *
+struct req *
 req_new(struct MHD_Connection *conn, const char *method, const char *url)
 {
 	struct req *r = calloc(1, sizeof(*r));
@@ -70,7 +70,7 @@ req_new(struct MHD_Connection *conn, const char *method, const char *url)
 	return r;
 }
 
-static void
+void
 req_free(struct req *r)
 {
 	if (!r)
@@ -286,16 +286,14 @@ refuse_body(struct req *r, enum qe e)
 /* Query keys and values arrive as the client sent them (see no_unescape) and are decoded
  * here, once. A value that is not valid UTF-8 (or holds a NUL) is refused for the whole
  * request: PostgreSQL would refuse it later, as a 5xx. */
-static enum MHD_Result
-collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+void
+req_add_query(struct req *r, const char *key, const char *value)
 {
-	struct req *r = cls;
 	size_t klen, vlen;
 	char *k, *v;
 
-	(void)kind;
 	if (r->nquery >= REQ_MAX_QUERY || !key)
-		return MHD_YES;
+		return;
 	k = route_pct_decode(key, strlen(key), &klen);
 	v = route_pct_decode(value ? value : "", value ? strlen(value) : 0, &vlen);
 	if (!r->bad_input && (!names_utf8(k, klen) || !names_utf8(v, vlen))) {
@@ -314,6 +312,13 @@ collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *v
 	r->qkeys[r->nquery] = k;
 	r->qvals[r->nquery] = v;
 	r->nquery++;
+}
+
+static enum MHD_Result
+collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	(void)kind;
+	req_add_query(cls, key, value);
 	return MHD_YES;
 }
 
@@ -330,8 +335,8 @@ no_unescape(void *cls, struct MHD_Connection *c, char *s)
 
 /* Path parameters must be valid UTF-8 without NUL, and those that hold names (":queue",
  * ":group", ":partition") follow the rules of names.c. */
-static enum qe
-check_params(struct req *r, const size_t *plens)
+enum qe
+req_check_params(struct req *r, const size_t *plens)
 {
 	for (int i = 0; i < r->nparams; i++) {
 		char name[32];
@@ -403,7 +408,7 @@ start_request(struct req *r)
 	}
 	if (!auth_allows(&r->auth, r->route->level))
 		return refuse(r, AUTH_FORBIDDEN);
-	if ((e = check_params(r, plens)) != QE_OK)
+	if ((e = req_check_params(r, plens)) != QE_OK)
 		return reply_now(r, e);
 	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
 	if (r->bad_input)

@@ -91,6 +91,16 @@ enum qe http_prepare_deferred(struct req *r);
  * then resumes the suspended connection. Called exactly once per submission. */
 void http_finish(struct req *r, enum qe e);
 
+/* A request as the access handler sees it when its headers arrive (conn may be NULL outside
+ * libmicrohttpd: the fuzz targets), and its release with everything hanging off it. */
+struct req *req_new(struct MHD_Connection *conn, const char *method, const char *url);
+void req_free(struct req *r);
+/* What the access handler checks once the route matched: the path parameters (plens: their
+ * decoded lengths, from route_match), then each query parameter as libmicrohttpd splits it
+ * (raw, decoded here); a refused one sets r->bad_input and the 400's message. */
+enum qe req_check_params(struct req *r, const size_t *plens);
+void req_add_query(struct req *r, const char *key, const char *value);
+
 /* Query string value, or NULL. */
 const char *req_query(const struct req *r, const char *key);
 /* Query string value, or NULL when absent or empty (an empty filter means no filter). */

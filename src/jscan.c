@@ -190,8 +190,13 @@ scan_string(struct jscan *s, char *out, size_t *len)
 			default:
 				return fail(s, "bad escape in a string");
 			}
-			if (out)
-				o += put_utf8(out + o, cp);
+			{
+				/* Counted also when only measuring: js_next sizes the key
+				 * buffer by this length before decoding into it. */
+				char scratch[4];
+
+				o += put_utf8(out ? out + o : scratch, cp);
+			}
 			continue;
 		}
 		{
