@@ -87,6 +87,15 @@ static const struct conf_def conf_table[] = {
 	  "push transactions running at once; waiting pushes join the next one" },
 	{ "QUEEN_INDEX_RESYNC_MS", NULL, CT_INT, F(index_resync_ms), "10000", 100, 86400000,
 	  NULL, 1, 0, "interval of the partition index resync from PostgreSQL, ms" },
+	{ "QUEEN_MAX_PUSH_ITEMS", NULL, CT_INT, F(max_push_items), "10000", 1, 10000000, NULL, 1,
+	  0, "most items in one push (more: 413)" },
+	{ "QUEEN_MAX_INFLIGHT_BYTES", NULL, CT_INT, F(max_inflight_bytes), "268435456", 1024,
+	  INT64_C(1) << 40, NULL, 1, 0,
+	  "request bodies held in memory by all requests together (more: 429)" },
+	{ "QUEEN_MAX_NAME_BYTES", NULL, CT_INT, F(max_name_bytes), "255", 1, 255, NULL, 1, 0,
+	  "longest queue, partition, group, namespace or task name, bytes (longer: 400)" },
+	{ "QUEEN_MAX_LONGPOLLS", NULL, CT_INT, F(max_longpolls), "10000", 0, 1000000, NULL, 1, 0,
+	  "parked long-polls held at once (more: 429)" },
 };
 
 #define N_DEFS (sizeof(conf_table) / sizeof(conf_table[0]))

@@ -37,6 +37,10 @@ struct conf {
 	int64_t group_commit_items;
 	int64_t push_lanes;
 	int64_t index_resync_ms;
+	int64_t max_push_items;
+	int64_t max_inflight_bytes;
+	int64_t max_longpolls;
+	int64_t max_name_bytes;
 	char *config_file;	/* where the settings came from, when a file was read */
 };
 

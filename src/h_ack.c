@@ -3,8 +3,10 @@
  * function once per request and renders one element per item, in order. */
 #include "h_ack.h"
 #include "dbpool.h"
+#include "h_util.h"
 #include "http.h"
 #include "jsonio.h"
+#include "names.h"
 #include "longpoll.h"
 #include "metrics.h"
 #include "offmap.h"
@@ -57,6 +59,7 @@ h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const cha
 {
 	char err[128];
 	json_t *t, *p, *s, *g, *l, *e;
+	const char *why;
 
 	if (!json_is_object(o))
 		return req_fail(r, QE_BAD_BODY, "%s[%zu] must be an object", list, i);
@@ -67,6 +70,9 @@ h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const cha
 	    jio_field(o, "leaseId", JIO_STRING, &l, err, sizeof(err)) < 0 ||
 	    jio_field(o, "error", JIO_STRING, &e, err, sizeof(err)) < 0)
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: %s", list, i, err);
+	if (g && json_string_length(g) &&
+	    (why = names_invalid(json_string_value(g), json_string_length(g))) != NULL)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: consumerGroup %s", list, i, why);
 	it->txn = t ? json_string_value(t) : NULL;
 	it->pid = p ? json_string_value(p) : NULL;
 	it->group = g && json_string_length(g) ? json_string_value(g) : group;
@@ -95,13 +101,19 @@ h_ack_prepare(struct req *r)
 	struct ack_job *j;
 	char err[128];
 	size_t n;
+	enum qe e;
 
 	if (!json_is_object(r->json))
 		return req_fail(r, QE_BAD_BODY, "expected an object");
 	if (jio_field(r->json, "consumerGroup", JIO_STRING, &g, err, sizeof(err)) < 0)
 		return req_fail(r, QE_BAD_BODY, "%s", err);
-	if (g && json_string_length(g))
+	if (g && json_string_length(g)) {
+		const char *why = names_invalid(json_string_value(g), json_string_length(g));
+
+		if (why)
+			return req_fail(r, QE_BAD_BODY, "consumerGroup %s", why);
 		group = json_string_value(g);
+	}
 	arr = NULL;
 	if (batch) {
 		if (jio_field(r->json, "acknowledgments", JIO_ARRAY, &arr, err, sizeof(err)) < 0)
@@ -110,6 +122,8 @@ h_ack_prepare(struct req *r)
 			return req_fail(r, QE_BAD_BODY, "acknowledgments must be an array");
 	}
 	n = batch ? json_array_size(arr) : 1;
+	if ((e = h_items_limit(r, n)) != QE_OK)
+		return e;
 	j = calloc(1, sizeof(*j));
 	QASSERT(j != NULL);
 	j->items = calloc(n + 1, sizeof(*j->items));
@@ -117,10 +131,8 @@ h_ack_prepare(struct req *r)
 	r->job = j;
 	r->job_free = ack_job_free;
 	for (size_t i = 0; i < n; i++) {
-		enum qe e = h_ack_parse_item(r, "acknowledgments", i,
-					     batch ? json_array_get(arr, i) : r->json, group,
-					     &j->items[i]);
-
+		e = h_ack_parse_item(r, "acknowledgments", i,
+				     batch ? json_array_get(arr, i) : r->json, group, &j->items[i]);
 		if (e != QE_OK)
 			return e;
 		j->n++;

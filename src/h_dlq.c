@@ -7,6 +7,7 @@
 #include "h_util.h"
 #include "http.h"
 #include "jsonio.h"
+#include "names.h"
 #include "longpoll.h"
 #include "metrics.h"
 #include "pindex.h"
@@ -52,6 +53,7 @@ static enum qe
 target_name(struct req *r, const char *key, const char **out)
 {
 	char err[128];
+	const char *why;
 	json_t *v;
 
 	if (jio_field(r->json, key, JIO_STRING, &v, err, sizeof(err)) < 0)
@@ -59,11 +61,8 @@ target_name(struct req *r, const char *key, const char **out)
 	*out = NULL;
 	if (!v)
 		return QE_OK;
-	if (json_string_length(v) == 0)
-		return req_fail(r, QE_BAD_BODY, "%s must not be empty", key);
-	if (jio_has_ctl(json_string_value(v)) ||
-	    strlen(json_string_value(v)) != json_string_length(v))
-		return req_fail(r, QE_BAD_BODY, "%s must not hold control characters", key);
+	if ((why = names_invalid(json_string_value(v), json_string_length(v))) != NULL)
+		return req_fail(r, QE_BAD_BODY, "%s %s", key, why);
 	*out = json_string_value(v);
 	return QE_OK;
 }

@@ -55,7 +55,8 @@ h_metrics(struct req *r, struct wk *w)
 		"\"4xx\":%llu,\"5xx\":%llu},\"messages\":{\"pushed\":%llu,\"duplicates\":%llu,"
 		"\"popped\":%llu,\"acked\":%llu,\"nacked\":%llu,\"deadLettered\":%llu},"
 		"\"pushCommits\":%llu,\"pool\":{\"size\":%lld,\"queuedJobs\":%ld,"
-		"\"dbErrors\":%llu},\"longPoll\":{\"parked\":%ld,\"wakeups\":%llu},"
+		"\"dbErrors\":%llu},\"longPoll\":{\"parked\":%ld,\"wakeups\":%llu,"
+		"\"refused\":%llu,\"abandoned\":%llu,\"popQueries\":%llu},"
 		"\"spool\":{\"pendingCount\":%ld,\"failedCount\":%ld},\"database\":%s}",
 		(long long)metrics_uptime_s(), (unsigned long long)m.requests,
 		(unsigned long long)m.req_2xx, (unsigned long long)m.req_4xx,
@@ -64,7 +65,8 @@ h_metrics(struct req *r, struct wk *w)
 		(unsigned long long)m.acked, (unsigned long long)m.nacked,
 		(unsigned long long)m.dead_lettered, (unsigned long long)m.push_commits,
 		(long long)qconf.db_pool_size, wk_queued(), (unsigned long long)m.db_errors,
-		lp_parked(), (unsigned long long)m.wakeups, spool_pending(), spool_failed(),
+		lp_parked(), (unsigned long long)m.wakeups, (unsigned long long)m.lp_refused,
+		(unsigned long long)m.abandoned, (unsigned long long)m.pop_queries, spool_pending(), spool_failed(),
 		stats);
 	free(stats);
 	req_reply_sb(r, 200, &sb);
@@ -140,6 +142,12 @@ h_prometheus(struct req *r, struct wk *w)
 	     (unsigned long long)wk_queued());
 	prom(&sb, "pops_parked", "gauge", "Long-polls waiting for data.",
 	     (unsigned long long)lp_parked());
+	prom(&sb, "pops_refused_total", "counter",
+	     "Long-polls refused with 429 at QUEEN_MAX_LONGPOLLS.", m.lp_refused);
+	prom(&sb, "pops_abandoned_total", "counter",
+	     "Parked long-polls released because their client went away.", m.abandoned);
+	prom(&sb, "pop_queries_total", "counter", "Pop queries run (first tries, wakes, rechecks).",
+	     m.pop_queries);
 	prom(&sb, "pool_size", "gauge", "Worker connections to PostgreSQL.",
 	     (unsigned long long)qconf.db_pool_size);
 	prom(&sb, "spool_pending", "gauge", "Pushes waiting in the on-disk spool.",

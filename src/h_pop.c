@@ -38,7 +38,9 @@ struct pop_job {
 	char sub_from[32];		/* ISO, or "" */
 	int64_t deadline_ms;
 	uint64_t gh;
-	int retries;
+	int parked;			/* parked before: holds a long-poll slot */
+	int unknown;			/* the index did not know the queue at the last try */
+	int64_t recheck_gap;		/* ms between rechecks that found nothing */
 };
 
 static enum qe
@@ -266,6 +268,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	*delivered = 0;
 	*had_candidates = 1;
 	*recheck_wall = 0;
+	j->unknown = 0;
 	sb_init(&cand_sb);
 	if (j->queue) {
 		cands = malloc(sizeof(*cands) * MAX_CANDIDATES);
@@ -280,6 +283,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 						 : (most * 4 < 8 ? 8 : most * 4)),
 				    recheck_wall,
 				    j->autopilot && !j->partitions_sent ? &ready : NULL);
+		j->unknown = n < 0;
 		if (n == 0) {
 			*had_candidates = 0;
 			free(cands);
@@ -311,6 +315,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	};
 	/* What the rows say of cursors is as old as the query: an ack landing meanwhile wins. */
 	mark = pidx_cursor_mark();
+	metrics_pop_query();
 	e = db_exec(w->db, SQL_POP, params, &res);
 	sb_free(&cand_sb);
 	if (e != QE_OK)
@@ -325,45 +330,64 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	return QE_OK;
 }
 
+/* Rechecks of a parked pop that pushes cannot announce (a visibility delay, an index that
+ * saw work SQL would not hand out): the first after a second, each next one twice as late,
+ * up to RECHECK_MAX_MS; a queue unknown to the index is looked at only every
+ * RECHECK_UNKNOWN_MS (the push that creates it wakes the pop, so this is only a safety net).
+ * Parked pops of a new group on an old backlog thus cost PostgreSQL a trickle, not one query
+ * each every second. */
+#define RECHECK_FIRST_MS 1000
+#define RECHECK_MAX_MS 8000
+#define RECHECK_UNKNOWN_MS 30000
+
 enum qe
 h_pop_run(struct req *r, struct wk *w)
 {
 	struct pop_job *j = r->job;
+	uint64_t gen = lp_gen(j->queue, j->ns, j->task);
+	int delivered = 0, had_candidates = 1;
+	int64_t recheck_wall = 0;
+	struct lp_filter f;
+	/* Pop maintenance (h_system.c): deliver nothing; a long-poll waits on, looking again at
+	 * its rechecks, so it delivers soon after the switch is turned off. */
+	enum qe e = h_system_pops_paused() ? QE_OK :
+		    pop_once(r, j, w, &delivered, &had_candidates, &recheck_wall);
 
-	for (;;) {
-		uint64_t gen = lp_gen(j->queue);
-		int delivered = 0, had_candidates = 1;
-		int64_t recheck_wall = 0;
-		/* Pop maintenance (h_system.c): deliver nothing; a long-poll waits on, looking
-		 * again every second, so it delivers soon after the switch is turned off. */
-		enum qe e = h_system_pops_paused() ? QE_OK :
-			    pop_once(r, j, w, &delivered, &had_candidates, &recheck_wall);
-		struct lp_filter f;
-
-		if (e != QE_OK || delivered)
-			return e;
-		if (!j->wait || now_ms() >= j->deadline_ms)
-			break;
-		f.queue = j->queue;
-		f.ns = j->ns;
-		f.task = j->task;
-		f.group_hash = j->gh;
-		f.deadline_ms = j->deadline_ms;
-		/* Wake again by itself when a lease lapses, or when the index saw work that SQL
-		 * would not hand out (visibility delay, a stale cache): pushes cannot tell us. */
+	if (e != QE_OK || delivered)
+		return e;
+	if (!j->wait || now_ms() >= j->deadline_ms) {
+		req_reply(r, 204, NULL, 0);
+		return QE_OK;
+	}
+	f.queue = j->queue;
+	f.ns = j->ns;
+	f.task = j->task;
+	f.group_hash = j->gh;
+	f.deadline_ms = j->deadline_ms;
+	f.admitted = j->parked;
+	if (recheck_wall) {
+		/* A lease lapses then: exactly when it becomes claimable. */
+		f.recheck_ms = now_ms() + (recheck_wall - wall_ms()) + 5;
+	} else if (!had_candidates) {
+		/* The index knows there is nothing: only a push (a wake) can change that. */
 		f.recheck_ms = 0;
-		if (recheck_wall)
-			f.recheck_ms = now_ms() + (recheck_wall - wall_ms()) + 5;
-		else if (had_candidates)
-			f.recheck_ms = now_ms() + 1000;
-		switch (lp_park(r, &f, gen)) {
-		case LP_PARKED:
-			return QE_PARKED;
-		case LP_RETRY:
-			continue;
-		case LP_REFUSED:
-			break;
-		}
+	} else {
+		int unknown = j->queue && j->unknown;
+
+		j->recheck_gap = unknown ? RECHECK_UNKNOWN_MS
+			       : j->recheck_gap ? (j->recheck_gap * 2 > RECHECK_MAX_MS
+						   ? RECHECK_MAX_MS : j->recheck_gap * 2)
+						: RECHECK_FIRST_MS;
+		f.recheck_ms = now_ms() + j->recheck_gap;
+	}
+	switch (lp_park(r, &f, gen)) {
+	case LP_PARKED:
+		j->parked = 1;
+		return QE_PARKED;
+	case LP_FULL:
+		return req_fail(r, QE_BUSY, "too many parked long-polls (QUEEN_MAX_LONGPOLLS %lld)",
+				(long long)qconf.max_longpolls);
+	case LP_REFUSED:
 		break;
 	}
 	req_reply(r, 204, NULL, 0);

@@ -7,13 +7,16 @@
  * down, not a refused statement), or while the spool is not empty, the items go to the
  * on-disk spool instead and answer "buffered" (spool.c). */
 #include "h_push.h"
+#include "conf.h"
 #include "dbpool.h"
+#include "h_util.h"
 #include "http.h"
 #include "jscan.h"
 #include "jsonio.h"
 #include "log.h"
 #include "longpoll.h"
 #include "metrics.h"
+#include "names.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "spool.h"
@@ -49,15 +52,18 @@ static enum qe
 check_item(struct req *r, const char *list, size_t i, const struct push_item *it, size_t qlen,
 	   size_t plen, size_t tlen, size_t trlen)
 {
+	const char *why;
+
 	if (!it->queue || qlen == 0)
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: queue is required", list, i);
 	if (plen == 0)
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: partition must not be empty", list, i);
-	if (jio_has_ctl(it->queue) || jio_has_ctl(it->partition) ||
-	    (it->txn && jio_has_ctl(it->txn)) || strlen(it->queue) != qlen ||
-	    strlen(it->partition) != plen || (it->txn && strlen(it->txn) != tlen))
-		return req_fail(r, QE_BAD_BODY,
-				"%s[%zu]: control characters in queue, partition or transactionId",
+	if ((why = names_invalid(it->queue, qlen)) != NULL)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: queue %s", list, i, why);
+	if ((why = names_invalid(it->partition, plen)) != NULL)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: partition %s", list, i, why);
+	if (it->txn && (jio_has_ctl(it->txn) || strlen(it->txn) != tlen))
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: control characters in transactionId",
 				list, i);
 	if (it->txn && (tlen == 0 || tlen > TXN_MAX))
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: transactionId must be 1 to %d bytes", list,
@@ -193,6 +199,8 @@ scan_items(struct req *r, struct jscan *s, struct push_job *j)
 	while ((rc = js_next(s, ']', &first, NULL, 0, NULL)) == 1) {
 		enum qe e;
 
+		if ((e = h_items_limit(r, j->n + 1)) != QE_OK)
+			return e;
 		if (j->n == cap) {
 			cap *= 2;
 			j->items = realloc(j->items, cap * sizeof(*j->items));
@@ -283,19 +291,17 @@ build_params(struct push_item *const *items, size_t n, int keyed, struct strbuf 
 		sb_addc(&sb[k], '}');
 }
 
-/* Learns the partitions the push touched and wakes the parked pops of each queue once. */
+/* Learns the partitions the push touched and wakes the parked pops of every queue once. */
 static void
 note_result(PGresult *res, struct push_item *const *items, size_t n)
 {
-	const char *woken[64];
-	int nwoken = 0;
+	struct lp_wakes wakes = LP_WAKES_INIT;
 	uint64_t queued = 0, dup = 0;
 
 	for (int row = 0; row < PQntuples(res); row++) {
 		long g = atol(PQgetvalue(res, row, 0));
 		struct push_item *it = g >= 0 && (size_t)g < n ? items[g] : NULL;
 		const char *status = PQgetvalue(res, row, 1);
-		int seen = 0;
 
 		QASSERT(it != NULL);
 		it->status = strcmp(status, "queued") == 0 ? "queued" : "duplicate";
@@ -307,17 +313,12 @@ note_result(PGresult *res, struct push_item *const *items, size_t n)
 			dup++;
 		pidx_pushed(PQgetvalue(res, row, 3), it->queue, PQgetvalue(res, row, 4),
 			   it->partition, atoll(PQgetvalue(res, row, 6)));
-		if (it->status[0] != 'q')
-			continue;
-		for (int k = 0; k < nwoken && !seen; k++)
-			seen = strcmp(woken[k], it->queue) == 0;
-		if (!seen && nwoken < (int)ARRAY_LEN(woken))
-			woken[nwoken++] = it->queue;
+		if (it->status[0] == 'q')
+			lp_wakes_add(&wakes, it->queue, 1);
 	}
 	metrics_pushed(queued, dup);
 	metrics_push_commit();
-	for (int k = 0; k < nwoken; k++)
-		lp_wake_queue(woken[k], PQntuples(res));
+	lp_wakes_fire(&wakes);
 }
 
 enum qe

@@ -6,6 +6,7 @@
 #include "http.h"
 #include "jsonio.h"
 #include "longpoll.h"
+#include "names.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "workers.h"
@@ -54,46 +55,55 @@ configure_job_free(void *p)
 	free(j);
 }
 
-/* Copies the known options found in src into dst; a bad one is named in invalid. */
-static void
-pick_options(json_t *src, json_t *dst, json_t *invalid)
+/* Copies the known options found in src into dst. Returns NULL, or the name of the first
+ * bad one (SPEC 21: a refused configure names it as a string). */
+static const char *
+pick_options(json_t *src, json_t *dst)
 {
 	for (size_t i = 0; i < ARRAY_LEN(queue_options); i++) {
 		json_t *v = json_object_get(src, queue_options[i].name);
+		int64_t whole;
 		int ok;
 
 		if (!v || json_is_null(v))
 			continue;
 		if (queue_options[i].kind == OPT_BOOL) {
 			ok = json_is_boolean(v);
+		} else if (json_is_real(v)) {
+			/* Whole numbers sent as 30.0 are accepted. */
+			if (jio_whole(json_real_value(v), queue_options[i].min,
+				      queue_options[i].max, &whole) < 0)
+				return queue_options[i].name;
+			json_object_set_new(dst, queue_options[i].name, json_integer(whole));
+			continue;
 		} else {
 			ok = json_is_integer(v) && json_integer_value(v) >= queue_options[i].min &&
 			     json_integer_value(v) <= queue_options[i].max;
-			/* Whole numbers sent as 30.0 are accepted. */
-			if (!ok && json_is_real(v) && json_real_value(v) ==
-						(double)(int64_t)json_real_value(v) &&
-			    json_real_value(v) >= (double)queue_options[i].min &&
-			    json_real_value(v) <= (double)queue_options[i].max) {
-				v = json_integer((json_int_t)json_real_value(v));
-				json_object_set_new(dst, queue_options[i].name, v);
-				continue;
-			}
 		}
 		if (ok && strcmp(queue_options[i].name, "encryptionEnabled") == 0 &&
 		    json_is_true(v))
 			ok = 0; /* payload encryption is not available in this release */
-		if (ok)
-			json_object_set(dst, queue_options[i].name, v);
-		else
-			json_array_append_new(invalid, json_string(queue_options[i].name));
+		if (!ok)
+			return queue_options[i].name;
+		json_object_set(dst, queue_options[i].name, v);
 	}
+	return NULL;
+}
+
+/* A label sent with configure: '' is allowed (no label); otherwise a name. */
+static const char *
+label_invalid(json_t *v)
+{
+	return v && json_string_length(v) ? names_invalid(json_string_value(v), json_string_length(v))
+					 : NULL;
 }
 
 enum qe
 h_configure_prepare(struct req *r)
 {
 	struct configure_job *j;
-	json_t *q, *ns, *task, *opts, *mode, *picked, *invalid;
+	json_t *q, *ns, *task, *opts, *mode, *picked;
+	const char *bad;
 	char err[128];
 
 	if (!json_is_object(r->json))
@@ -106,22 +116,24 @@ h_configure_prepare(struct req *r)
 		return req_fail(r, QE_BAD_BODY, "%s", err);
 	if (!q || json_string_length(q) == 0)
 		return req_fail(r, QE_BAD_BODY, "queue is required");
-	if (jio_has_ctl(json_string_value(q)))
-		return req_fail(r, QE_BAD_BODY, "queue must not hold control characters");
+	if ((bad = names_invalid(json_string_value(q), json_string_length(q))) != NULL)
+		return req_fail(r, QE_BAD_REQUEST, "queue %s", bad);
+	if ((bad = label_invalid(ns)) != NULL)
+		return req_fail(r, QE_BAD_REQUEST, "namespace %s", bad);
+	if ((bad = label_invalid(task)) != NULL)
+		return req_fail(r, QE_BAD_REQUEST, "task %s", bad);
 	if (mode && strcmp(json_string_value(mode), "merge") != 0 &&
 	    strcmp(json_string_value(mode), "replace") != 0)
 		return req_fail(r, QE_BAD_BODY, "mode must be replace or merge");
 	picked = json_object();
-	invalid = json_array();
-	pick_options(r->json, picked, invalid);
-	if (opts)
-		pick_options(opts, picked, invalid);
-	if (json_array_size(invalid)) {
+	bad = pick_options(r->json, picked);
+	if (!bad && opts)
+		bad = pick_options(opts, picked);
+	if (bad) {
 		json_decref(picked);
-		req_err_field(r, "invalid", invalid);
-		return req_fail(r, QE_BAD_REQUEST, "invalid queue option");
+		req_err_field(r, "invalid", json_string(bad));
+		return req_fail(r, QE_BAD_REQUEST, "invalid queue option: %s", bad);
 	}
-	json_decref(invalid);
 	j = calloc(1, sizeof(*j));
 	QASSERT(j != NULL);
 	j->queue = json_string_value(q);

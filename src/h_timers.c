@@ -7,6 +7,7 @@
 #include "h_util.h"
 #include "http.h"
 #include "jsonio.h"
+#include "names.h"
 #include "qassert.h"
 #include "uuid.h"
 #include "workers.h"
@@ -93,13 +94,14 @@ bad:
 	return -1;
 }
 
-/* A name field: a non-empty string without control characters, at most TIMERS_MAX_NAME
- * bytes. Absent (or null) gives *out = NULL, an error when required. */
+/* A name field: queue and partition follow the rules of names.c; a timerKey is a non-empty
+ * string without control characters, at most TIMERS_MAX_NAME bytes. Absent (or null) gives
+ * *out = NULL, an error when required. */
 static enum qe
 name_field(struct req *r, long i, json_t *o, const char *key, int required, const char **out)
 {
 	json_t *v = json_object_get(o, key);
-	const char *s;
+	const char *s, *why;
 	size_t len;
 
 	*out = NULL;
@@ -110,14 +112,19 @@ name_field(struct req *r, long i, json_t *o, const char *key, int required, cons
 		return op_fail(r, QE_BAD_BODY, CODE_BAD, i, "%s must be a string", key);
 	s = json_string_value(v);
 	len = json_string_length(v);
-	if (len == 0)
+	if (strcmp(key, "timerKey") != 0) {
+		/* queue and partition: the rules of every name (names.c) */
+		if ((why = names_invalid(s, len)) != NULL)
+			return op_fail(r, QE_BAD_BODY, CODE_BAD, i, "%s %s", key, why);
+	} else if (len == 0) {
 		return op_fail(r, QE_BAD_BODY, CODE_BAD, i, "%s must not be empty", key);
-	if (strlen(s) != len || jio_has_ctl(s))
+	} else if (strlen(s) != len || jio_has_ctl(s)) {
 		return op_fail(r, QE_BAD_BODY, CODE_BAD, i, "%s must not hold control characters",
 			       key);
-	if (len > TIMERS_MAX_NAME)
+	} else if (len > TIMERS_MAX_NAME) {
 		return op_fail(r, QE_BAD_BODY, CODE_BAD, i, "%s must be at most %d bytes", key,
 			       TIMERS_MAX_NAME);
+	}
 	*out = s;
 	return QE_OK;
 }
@@ -180,7 +187,7 @@ payload_text(struct req *r, long i, json_t *o, char **out)
 			       "with payloadZstd:false, payload must be a base64 string");
 	if (b64_decode(json_string_value(p), json_string_length(p), &raw, &rawlen) < 0)
 		return op_fail(r, QE_BAD_BODY, CODE_BAD, i, "payload is not valid base64");
-	decoded = json_loadb(raw, rawlen, JSON_DECODE_ANY, &jerr);
+	decoded = jio_load(raw, rawlen, &jerr);
 	free(raw);
 	if (!decoded)
 		return op_fail(r, QE_BAD_BODY, CODE_BAD, i,

@@ -14,7 +14,7 @@ struct wk;
 #define TIMERS_MAX_OPS 256
 #define TIMERS_MAX_PAYLOAD (1024 * 1024)		/* bytes of compact JSON text */
 #define TIMERS_MAX_DELAY_MS (90LL * 86400 * 1000)	/* the horizon: 90 days */
-#define TIMERS_MAX_NAME 512				/* queue, partition, timerKey bytes */
+#define TIMERS_MAX_NAME 512				/* timerKey bytes */
 #define TIMERS_MAX_TXN 65535
 #define TIMERS_LIST_DEFAULT 100
 #define TIMERS_LIST_MAX 1000

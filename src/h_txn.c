@@ -26,10 +26,12 @@
 #include "h_kv.h"
 #include "h_push.h"
 #include "h_timers.h"
+#include "h_util.h"
 #include "http.h"
 #include "jsonio.h"
 #include "log.h"
 #include "longpoll.h"
+#include "names.h"
 #include "metrics.h"
 #include "pindex.h"
 #include "qassert.h"
@@ -202,7 +204,7 @@ count_ops(struct req *r, json_t *ops, struct txn_job *j)
 		j->np += items ? json_array_size(items) : 1;
 	}
 	j->nslots = j->np + j->na;
-	return QE_OK;
+	return h_items_limit(r, j->nslots);
 }
 
 /* Second pass: every push item and ack, with the single routes' parsers. */
@@ -526,25 +528,14 @@ job_of(struct txn_job **jobs, size_t n, size_t idx, int is_ack)
 	return jobs[lo];
 }
 
-/* A queue some bundle pushed to: woken once, after the commit. */
-struct woken {
-	const char *queue;
-	int n;
-};
-
 /* The call committed: record every bundle's results, teach the index, wake parked pops. */
 static void
 note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 {
-	struct woken *wq;
-	size_t nq = 0, np = 0;
+	struct lp_wakes wakes = LP_WAKES_INIT;
 	uint64_t queued = 0, ok = 0, nack = 0, dlq = 0;
-	char queue[512];
+	char queue[NAMES_BUF];
 
-	for (size_t b = 0; b < n; b++)
-		np += jobs[b]->np;
-	wq = calloc(np + 1, sizeof(*wq));
-	QASSERT(wq != NULL);
 	for (int row = 0; row < PQntuples(res); row++) {
 		char kind = PQgetvalue(res, row, 0)[0];
 		size_t idx = (size_t)atol(PQgetvalue(res, row, 1));
@@ -564,7 +555,6 @@ note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 		} else if (kind == 'p') {
 			struct txn_job *j = job_of(jobs, n, idx, 0);
 			struct push_item *it;
-			size_t q;
 
 			QASSERT(idx >= j->poff && idx - j->poff < j->np);
 			it = &j->push[idx - j->poff];
@@ -574,11 +564,7 @@ note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 			pidx_pushed(PQgetvalue(res, row, 4), it->queue, pid,
 				   it->partition, atoll(PQgetvalue(res, row, 6)));
 			queued++;
-			for (q = 0; q < nq && strcmp(wq[q].queue, it->queue) != 0; q++)
-				;
-			if (q == nq)
-				wq[nq++].queue = it->queue;
-			wq[q].n++;
+			lp_wakes_add(&wakes, it->queue, 1);
 		} else if (kind == 'a') {
 			struct txn_job *j = job_of(jobs, n, idx, 1);
 			struct ack_item *it;
@@ -611,9 +597,7 @@ note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 		metrics_pushed(queued, 0);
 	if (ok + nack)
 		metrics_acked(ok, nack, dlq);
-	for (size_t q = 0; q < nq; q++)
-		lp_wake_queue(wq[q].queue, wq[q].n);
-	free(wq);
+	lp_wakes_fire(&wakes);
 }
 
 /* One bundle alone: every outcome becomes its verdict, except an unreachable database. */
@@ -621,7 +605,6 @@ static enum qe
 run_one(struct txn_job *j, struct wk *w)
 {
 	PGresult *res;
-	const char *msg;
 
 	switch (txn_exec(&j, 1, w, &res)) {
 	case TXN_COMMITTED:
@@ -631,9 +614,9 @@ run_one(struct txn_job *j, struct wk *w)
 		verdict_from_sql(j, res);
 		break;
 	case TXN_FAILED:
-		msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-		verdict(j, "db_error", xasprintf("database error: %s", msg ? msg : "unknown"),
-			NULL);
+		/* PostgreSQL's own text stays in the log (txn_exec wrote it, with the request
+		 * id): it may quote the client's data or the schema, and is no contract. */
+		verdict(j, "db_error", xasprintf("database error"), NULL);
 		break;
 	case TXN_DOWN:
 		return QE_DB;

@@ -1,5 +1,6 @@
 /* h_util: shared handler plumbing. */
 #include "h_util.h"
+#include "conf.h"
 #include "dbpool.h"
 #include "http.h"
 #include "jsonio.h"
@@ -8,6 +9,15 @@
 
 #include <stdio.h>
 #include <string.h>
+
+enum qe
+h_items_limit(struct req *r, size_t n)
+{
+	if (n <= (size_t)qconf.max_push_items)
+		return QE_OK;
+	req_err_field(r, "limit", json_integer(qconf.max_push_items));
+	return req_fail(r, QE_TOO_LARGE, "too many items");
+}
 
 enum qe
 h_paging(struct req *r, int64_t def_limit, struct h_paging *out)

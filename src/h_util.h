@@ -6,6 +6,7 @@
 #include "errors.h"
 #include "sqlstmt.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct req;
@@ -17,6 +18,11 @@ struct h_paging {
 	char limit[24];
 	char offset[24];
 };
+
+/* The item count of one request (push items, transaction slots, batch acks) against
+ * QUEEN_MAX_PUSH_ITEMS: QE_OK, or 413 {"error":"too many items","limit":N} (SPEC 22), so
+ * that the work one request puts on a worker and its connection stays bounded. */
+enum qe h_items_limit(struct req *r, size_t n);
 
 enum qe h_paging(struct req *r, int64_t def_limit, struct h_paging *out);
 

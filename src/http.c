@@ -6,8 +6,10 @@
  * one owner, and only that owner calls http_finish, exactly once. */
 #include "http.h"
 #include "conf.h"
+#include "jsonio.h"
 #include "log.h"
 #include "metrics.h"
+#include "names.h"
 #include "qassert.h"
 #include "router.h"
 #include "workers.h"
@@ -25,6 +27,8 @@ enum { ST_NEW, ST_BODY, ST_RUNNING, ST_DONE };
 
 static struct MHD_Daemon *http_daemon;
 static _Atomic uint64_t http_next_id;
+/* Bytes of request bodies held by all requests together (QUEEN_MAX_INFLIGHT_BYTES). */
+static _Atomic int64_t http_inflight;
 
 uint64_t
 now_us(void)
@@ -83,6 +87,7 @@ req_free(struct req *r)
 		free(r->hdr_names[i]);
 		free(r->hdr_vals[i]);
 	}
+	atomic_fetch_sub(&http_inflight, (int64_t)r->body_held);
 	sb_free(&r->body);
 	json_decref(r->json);
 	json_decref(r->err_extra);
@@ -107,6 +112,15 @@ req_query_set(const struct req *r, const char *key)
 	const char *v = req_query(r, key);
 
 	return v && *v ? v : NULL;
+}
+
+int
+req_socket(const struct req *r)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return ci ? (int)ci->connect_fd : -1;
 }
 
 const char *
@@ -251,27 +265,99 @@ reply_now(struct req *r, enum qe e)
 	return queue_reply(r);
 }
 
+/* Refuses a body while it arrives (a chunked body past the limit, or the memory of all
+ * bodies in flight). libmicrohttpd takes no response while a body is being received, so the
+ * rest of it is dropped unread-into-memory as it comes, and the answer goes out when it ends;
+ * a client that keeps sending more than another QUEEN_MAX_BODY_BYTES is disconnected. */
+static enum MHD_Result
+refuse_body(struct req *r, enum qe e)
+{
+	render_error(r, e);
+	r->state = ST_DONE;
+	atomic_fetch_sub(&http_inflight, (int64_t)r->body_held);
+	r->body_held = 0;
+	sb_free(&r->body);
+	return MHD_YES;
+}
+
+/* Query keys and values arrive as the client sent them (see no_unescape) and are decoded
+ * here, once. A value that is not valid UTF-8 (or holds a NUL) is refused for the whole
+ * request: PostgreSQL would refuse it later, as a 5xx. */
 static enum MHD_Result
 collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct req *r = cls;
+	size_t klen, vlen;
+	char *k, *v;
 
+	(void)kind;
 	if (r->nquery >= REQ_MAX_QUERY || !key)
 		return MHD_YES;
-	r->qkeys[r->nquery] = strdup(key);
-	r->qvals[r->nquery] = strdup(value ? value : "");
-	QASSERT(r->qkeys[r->nquery] && r->qvals[r->nquery]);
+	k = route_pct_decode(key, strlen(key), &klen);
+	v = route_pct_decode(value ? value : "", value ? strlen(value) : 0, &vlen);
+	if (!r->bad_input && (!names_utf8(k, klen) || !names_utf8(v, vlen))) {
+		r->bad_input = 1;
+		req_fail(r, QE_BAD_REQUEST, "query parameter %s must be valid UTF-8 without NUL",
+			 names_utf8(k, klen) ? k : "name");
+	} else if (!r->bad_input && vlen && names_is_name_field(k)) {
+		/* An empty filter means no filter; any other value is a name. */
+		const char *why = names_invalid(v, vlen);
+
+		if (why) {
+			r->bad_input = 1;
+			req_fail(r, QE_BAD_REQUEST, "%s %s", k, why);
+		}
+	}
+	r->qkeys[r->nquery] = k;
+	r->qvals[r->nquery] = v;
 	r->nquery++;
 	return MHD_YES;
+}
+
+/* libmicrohttpd decodes the path before the access handler sees it, which made every path
+ * parameter decoded twice (router.c decodes it too): "%2F" became a separator. Telling it to
+ * leave the URL alone leaves one decoding, the router's (and collect_query's). */
+static size_t
+no_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	(void)cls;
+	(void)c;
+	return strlen(s);
+}
+
+/* Path parameters must be valid UTF-8 without NUL, and those that hold names (":queue",
+ * ":group", ":partition") follow the rules of names.c. */
+static enum qe
+check_params(struct req *r, const size_t *plens)
+{
+	for (int i = 0; i < r->nparams; i++) {
+		char name[32];
+		const char *why;
+
+		route_param_name(r->route, i, name, sizeof(name));
+		/* The kv routes check their ns and key themselves, in the error vocabulary of
+		 * SPEC 13 ({"error":"kv_bad_request",...}). */
+		if (strcmp(name, "ns") == 0 || strcmp(name, "key") == 0)
+			continue;
+		if (!names_utf8(r->params[i], plens[i]))
+			return req_fail(r, QE_BAD_REQUEST, "%s must be valid UTF-8 without NUL",
+					name);
+		if (names_is_name_field(name) &&
+		    (why = names_invalid(r->params[i], plens[i])) != NULL)
+			return req_fail(r, QE_BAD_REQUEST, "%s %s", name, why);
+	}
+	return QE_OK;
 }
 
 static enum MHD_Result
 start_request(struct req *r)
 {
 	char allow[64];
+	size_t plens[REQ_MAX_PARAMS];
 	const char *cl;
+	enum qe e;
 
-	switch (route_match(r->method, r->path, &r->route, r->params, &r->nparams, allow,
+	switch (route_match(r->method, r->path, &r->route, r->params, plens, &r->nparams, allow,
 			    sizeof(allow))) {
 	case ROUTE_NO_PATH:
 		return reply_now(r, QE_NOT_FOUND);
@@ -281,37 +367,60 @@ start_request(struct req *r)
 	case ROUTE_FOUND:
 		break;
 	}
+	if ((e = check_params(r, plens)) != QE_OK)
+		return reply_now(r, e);
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
+	if (r->bad_input)
+		return reply_now(r, QE_BAD_REQUEST);
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoll(cl, NULL, 10) > qconf.max_body_bytes)
 		return reply_now(r, QE_TOO_LARGE);
-	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
+	if (cl && strtoll(cl, NULL, 10) > qconf.max_inflight_bytes - atomic_load(&http_inflight))
+		return reply_now(r, req_fail(r, QE_BUSY, "too much request data in flight, "
+					     "retry later"));
 	r->state = ST_BODY;
 	return MHD_YES;
 }
 
-/* The body is complete: parse, prepare, and hand the request to the workers. */
+enum qe
+req_prepare(struct req *r)
+{
+	if ((r->route->body == BODY_JSON || r->route->body == BODY_JSON_OPTIONAL) &&
+	    r->body.len > 0) {
+		json_error_t jerr;
+
+		r->json = jio_load(r->body.buf, r->body.len, &jerr);
+		if (!r->json && jerr.line < 0)
+			return req_fail(r, QE_BAD_BODY, "%s", jerr.text);
+		if (!r->json)
+			return req_fail(r, QE_BAD_BODY, "%s at line %d column %d", jerr.text,
+					jerr.line, jerr.column);
+	} else if (r->route->body == BODY_JSON) {
+		return req_fail(r, QE_BAD_BODY, "a JSON body is required");
+	}
+	return r->route->prepare ? r->route->prepare(r) : QE_OK;
+}
+
+enum qe
+http_prepare_deferred(struct req *r)
+{
+	QASSERT(r->deferred && r->state == ST_RUNNING);
+	r->deferred = 0;
+	return req_prepare(r);
+}
+
+/* The body is complete: parse, prepare, and hand the request to the workers. A large body
+ * is parsed by a worker instead (deferred): scanning megabytes here would stall every other
+ * connection of this HTTP thread. */
 static enum MHD_Result
 submit_request(struct req *r)
 {
 	enum qe e;
 
-	if ((r->route->body == BODY_JSON || r->route->body == BODY_JSON_OPTIONAL) &&
-	    r->body.len > 0) {
-		json_error_t jerr;
-
-		r->json = json_loadb(r->body.buf, r->body.len, JSON_DECODE_ANY | JSON_ALLOW_NUL,
-				     &jerr);
-		if (!r->json)
-			return reply_now(r, req_fail(r, QE_BAD_BODY, "%s at line %d column %d",
-						     jerr.text, jerr.line, jerr.column));
-	} else if (r->route->body == BODY_JSON) {
-		return reply_now(r, req_fail(r, QE_BAD_BODY, "a JSON body is required"));
-	}
-	if (r->route->prepare) {
-		e = r->route->prepare(r);
-		if (e != QE_OK)
-			return reply_now(r, e);
-	}
+	if (r->body.len > HTTP_PARSE_INLINE_BYTES)
+		r->deferred = 1;
+	else if ((e = req_prepare(r)) != QE_OK)
+		return reply_now(r, e);
 	r->state = ST_RUNNING;
 	MHD_suspend_connection(r->conn);
 	e = wk_submit(r);
@@ -322,6 +431,20 @@ submit_request(struct req *r)
 		MHD_resume_connection(r->conn);
 	}
 	return MHD_YES;
+}
+
+/* Counts n more body bytes against QUEEN_MAX_INFLIGHT_BYTES; 0 when that would pass it. */
+static int
+hold_body(struct req *r, size_t n)
+{
+	int64_t was = atomic_fetch_add(&http_inflight, (int64_t)n);
+
+	if (was + (int64_t)n > qconf.max_inflight_bytes) {
+		atomic_fetch_sub(&http_inflight, (int64_t)n);
+		return 0;
+	}
+	r->body_held += n;
+	return 1;
 }
 
 static enum MHD_Result
@@ -340,7 +463,12 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 		if (*upload_size) {
 			if (r->body.len + *upload_size > (size_t)qconf.max_body_bytes) {
 				*upload_size = 0;
-				return reply_now(r, QE_TOO_LARGE);
+				return refuse_body(r, QE_TOO_LARGE);
+			}
+			if (!hold_body(r, *upload_size)) {
+				*upload_size = 0;
+				return refuse_body(r, req_fail(r, QE_BUSY, "too much request data "
+							       "in flight, retry later"));
 			}
 			sb_add(&r->body, upload, *upload_size);
 			*upload_size = 0;
@@ -349,9 +477,10 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 		return submit_request(r);
 	case ST_DONE:
 		if (*upload_size) {
-			/* Rest of a body we already refused: drop it. */
+			/* Rest of a body we already refused: drop it, up to a bound. */
+			r->discarded += *upload_size;
 			*upload_size = 0;
-			return MHD_YES;
+			return r->discarded > (size_t)qconf.max_body_bytes ? MHD_NO : MHD_YES;
 		}
 		return queue_reply(r);
 	default:
@@ -412,6 +541,7 @@ http_start(void)
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 		MHD_OPTION_THREAD_POOL_SIZE, threads,
 		MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL,
+		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)60000,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,

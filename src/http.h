@@ -36,6 +36,10 @@ struct req {
 	char *qvals[REQ_MAX_QUERY];
 	int nquery;
 	struct strbuf body;
+	size_t body_held;		/* of it, counted in flight (QUEEN_MAX_INFLIGHT_BYTES) */
+	size_t discarded;		/* body bytes dropped after a refusal */
+	int bad_input;			/* a query value was refused (err_msg says which) */
+	int deferred;			/* body not parsed yet: a worker does it first */
 	json_t *json;			/* parsed body, or NULL when the request had none */
 
 	void *job;			/* the handler's typed job, freed with job_free */
@@ -69,6 +73,18 @@ void http_quiesce(void);
 /* Stops the daemon; every request must have been finished before. */
 void http_stop(void);
 
+/* The body is complete: parses it as the route declares (JSON or raw) and runs the route's
+ * prepare step. QE_OK, or the error to answer (a 4xx: nothing here reaches the database).
+ * The HTTP thread for small bodies, a worker for large ones (http_prepare_deferred). */
+enum qe req_prepare(struct req *r);
+
+/* Bodies larger than this are parsed by a worker, not by the HTTP thread. */
+#define HTTP_PARSE_INLINE_BYTES (256 * 1024)
+
+/* Worker thread: parses the body of a deferred request and runs its route's prepare step
+ * (what the HTTP thread does for small bodies). QE_OK, or the error to answer. */
+enum qe http_prepare_deferred(struct req *r);
+
 /* Hands a finished request back to its connection: renders the error when e != QE_OK,
  * then resumes the suspended connection. Called exactly once per submission. */
 void http_finish(struct req *r, enum qe e);
@@ -77,6 +93,8 @@ void http_finish(struct req *r, enum qe e);
 const char *req_query(const struct req *r, const char *key);
 /* Query string value, or NULL when absent or empty (an empty filter means no filter). */
 const char *req_query_set(const struct req *r, const char *key);
+/* The socket of the request's connection, or -1 (long-polls watch it for the peer leaving). */
+int req_socket(const struct req *r);
 /* Path parameter i (0-based), never NULL for a matched route. */
 const char *req_param(const struct req *r, int i);
 

@@ -171,3 +171,32 @@ jio_field(json_t *o, const char *key, enum jio_kind k, json_t **out, char *err, 
 	*out = v;
 	return 0;
 }
+
+int
+jio_whole(double d, int64_t min, int64_t max, int64_t *out)
+{
+	/* 2^53: past it a double no longer holds every whole number, and far below the
+	 * limits of int64_t; NaN fails both comparisons. */
+	if (!(d >= -9007199254740992.0 && d <= 9007199254740992.0))
+		return -1;
+	if (d != (double)(int64_t)d || (int64_t)d < min || (int64_t)d > max)
+		return -1;
+	*out = (int64_t)d;
+	return 0;
+}
+
+json_t *
+jio_load(const char *buf, size_t len, json_error_t *err)
+{
+	const char *nul = memchr(buf, '\0', len);
+
+	if (nul) {
+		memset(err, 0, sizeof(*err));
+		snprintf(err->text, sizeof(err->text), "a raw NUL byte at byte %zu",
+			 (size_t)(nul - buf));
+		err->position = (int)(nul - buf);
+		err->line = -1;
+		return NULL;
+	}
+	return json_loadb(buf, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, err);
+}

@@ -18,6 +18,17 @@ int jio_parse_iso(const char *s, int64_t *unix_ms);
 /* Unix milliseconds -> "2026-08-24T09:15:00.000Z" (buf of at least 25 bytes). */
 void jio_format_iso(int64_t unix_ms, char *buf, size_t len);
 
+/* The one way a request's JSON text is parsed: any value at top level, \u0000 allowed in
+ * strings, and a raw NUL byte anywhere refused (jansson would stop reading at it and take
+ * what came before, so {"a":false<NUL>,"b":1} would mean {"a":false}). NULL with err set
+ * on error. The caller owns the result. */
+json_t *jio_load(const char *buf, size_t len, json_error_t *err);
+
+/* A JSON number sent as a double (30.0) that is a whole number within [min, max] -> 0 and
+ * *out; else -1. The range is checked before any conversion: converting a double outside
+ * the range of int64_t (1e300) to an integer is undefined behaviour. */
+int jio_whole(double d, int64_t min, int64_t max, int64_t *out);
+
 /* 1 when s holds a control character (below 0x20 or 0x7f). */
 int jio_has_ctl(const char *s);
 

@@ -43,6 +43,14 @@ log_enabled(enum log_level lv)
 	return (int)lv <= atomic_load(&log_level);
 }
 
+static __thread unsigned long long log_req;
+
+void
+log_request(unsigned long long id)
+{
+	log_req = id;
+}
+
 void
 log_msg(enum log_level lv, const char *fmt, ...)
 {
@@ -55,8 +63,19 @@ log_msg(enum log_level lv, const char *fmt, ...)
 	if (!log_enabled(lv))
 		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	if (log_req) {
+		int n = snprintf(line, sizeof(line), "req=%llu ", log_req);
+
+		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	} else {
+		vsnprintf(line, sizeof(line), fmt, ap);
+	}
 	va_end(ap);
+	/* One event, one line: a control byte that came from a client (a raw byte in a path, a
+	 * name) or from PostgreSQL's error text must not start a forged line of its own. */
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now = ts.tv_sec;

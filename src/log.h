@@ -10,6 +10,11 @@ int log_level_parse(const char *s);
 void log_set_level(enum log_level lv);
 int log_enabled(enum log_level lv);
 
+/* The request this thread is serving (0 = none): every line logged meanwhile names it as
+ * "req=N", so an error logged deep down (a statement PostgreSQL refused) is found from the
+ * access line of its request. */
+void log_request(unsigned long long id);
+
 void log_msg(enum log_level lv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOG_LV_ERROR, __VA_ARGS__)

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -51,6 +52,25 @@ notify_systemd(const char *state)
 		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path))) < 0)
 		log_warn("systemd notification failed: %s", strerror(errno));
 	close(fd);
+}
+
+/* Every parked long-poll holds a socket: take the whole hard limit on open files, so that
+ * QUEEN_MAX_LONGPOLLS (10,000 by default) is what bounds them, not a soft limit of 1,024. */
+static void
+raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_warn("cannot raise the open file limit: %s", strerror(errno));
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (int64_t)rl.rlim_cur < qconf.max_longpolls + 1024)
+		log_warn("open file limit %llu is below QUEEN_MAX_LONGPOLLS + 1024: parked "
+			 "long-polls will be refused by the kernel before the broker's cap",
+			 (unsigned long long)rl.rlim_cur);
 }
 
 /* Connects for the migrations, waiting for PostgreSQL while it is not up yet. Returns NULL
@@ -164,6 +184,7 @@ main(int argc, char **argv)
 	 * threshold and keeping them on the heap, where fragmentation holds on to them. */
 	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+	raise_fd_limit();
 	metrics_start();
 	pidx_init();
 	om_init();

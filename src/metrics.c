@@ -6,7 +6,8 @@
 
 static _Atomic uint64_t m_requests, m_2xx, m_4xx, m_5xx, m_us;
 static _Atomic uint64_t m_pushed, m_dup, m_popped, m_acked, m_nacked, m_dlq;
-static _Atomic uint64_t m_commits, m_db_errors, m_wakeups;
+static _Atomic uint64_t m_commits, m_db_errors, m_wakeups, m_pop_queries, m_lp_refused;
+static _Atomic uint64_t m_abandoned;
 static _Atomic int64_t m_parked;
 
 #define ADD(v, n) atomic_fetch_add_explicit(&(v), (n), memory_order_relaxed)
@@ -37,6 +38,9 @@ void metrics_popped(uint64_t n) { ADD(m_popped, n); }
 void metrics_db_error(void) { ADD(m_db_errors, 1); }
 void metrics_parked(int delta) { ADD(m_parked, delta); }
 void metrics_wakeup(void) { ADD(m_wakeups, 1); }
+void metrics_pop_query(void) { ADD(m_pop_queries, 1); }
+void metrics_lp_refused(void) { ADD(m_lp_refused, 1); }
+void metrics_abandoned(void) { ADD(m_abandoned, 1); }
 
 void
 metrics_acked(uint64_t ok, uint64_t nack, uint64_t dlq)
@@ -64,6 +68,9 @@ metrics_read(struct metrics_snapshot *s)
 	s->db_errors = GET(m_db_errors);
 	s->wakeups = GET(m_wakeups);
 	s->parked = GET(m_parked);
+	s->pop_queries = GET(m_pop_queries);
+	s->lp_refused = GET(m_lp_refused);
+	s->abandoned = GET(m_abandoned);
 }
 
 static struct timespec m_started;

@@ -7,7 +7,7 @@
 struct metrics_snapshot {
 	uint64_t requests, req_2xx, req_4xx, req_5xx, req_us_total;
 	uint64_t pushed, duplicates, popped, acked, nacked, dead_lettered;
-	uint64_t push_commits, db_errors, wakeups;
+	uint64_t push_commits, db_errors, wakeups, pop_queries, lp_refused, abandoned;
 	int64_t parked;
 };
 
@@ -19,6 +19,11 @@ void metrics_acked(uint64_t ok, uint64_t nack, uint64_t dlq);
 void metrics_db_error(void);
 void metrics_parked(int delta);
 void metrics_wakeup(void);
+/* A pop ran its query (queen_pop). */
+void metrics_pop_query(void);
+/* A long-poll refused at QUEEN_MAX_LONGPOLLS; a parked one whose client went away. */
+void metrics_lp_refused(void);
+void metrics_abandoned(void);
 void metrics_read(struct metrics_snapshot *s);
 
 

@@ -5,6 +5,7 @@
  * Counters in a node are atomics, so readers need no lock. Names are hashed with a keyed
  * SipHash so clients cannot aim collisions at a bucket. */
 #include "pindex.h"
+#include "names.h"
 #include "qassert.h"
 #include "siphash.h"
 
@@ -312,17 +313,15 @@ xstrdup(const char *s)
 	return d;
 }
 
-/* Splits "a.b.c" into namespace "a" and task "b" (SPEC 4). */
+/* The labels of a queue the index learns by name only (names.c holds the rule). */
 static void
 derive_labels(const char *name, char **ns, char **task)
 {
-	const char *dot = strchr(name, '.');
-	const char *dot2 = dot ? strchr(dot + 1, '.') : NULL;
+	char nsb[NAMES_BUF], taskb[NAMES_BUF];
 
-	*ns = dot ? strndup(name, (size_t)(dot - name)) : xstrdup("");
-	*task = dot ? (dot2 ? strndup(dot + 1, (size_t)(dot2 - dot - 1)) : xstrdup(dot + 1))
-		    : xstrdup("");
-	QASSERT(*ns && *task);
+	names_labels(name, nsb, sizeof(nsb), taskb, sizeof(taskb));
+	*ns = xstrdup(nsb);
+	*task = xstrdup(taskb);
 }
 
 /* Returns the queue node, creating it. Called under pidx_write_mu and a read-side section. */

@@ -1,7 +1,9 @@
 /* router: the route table of SPEC section 3 and the matcher.
  *
  * Matching walks the table once; a path that matches some pattern with another method
- * collects the methods for the Allow header of a 405. Parameters are percent-decoded. */
+ * collects the methods for the Allow header of a 405. The path is matched as the client sent
+ * it (libmicrohttpd is told not to decode it, http.c), and each parameter is percent-decoded
+ * exactly once, here: %2F is a '/' inside a name, never a separator (SPEC 22). */
 #include "router.h"
 #include "h_ack.h"
 #include "h_dlq.h"
@@ -108,14 +110,15 @@ hexval(char c)
 	return -1;
 }
 
-static char *
-decode(const char *s, size_t n)
+char *
+route_pct_decode(const char *s, size_t n, size_t *outlen)
 {
 	char *out = malloc(n + 1), *o = out;
 
 	QASSERT(out != NULL);
 	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+		if (s[i] == '%' && i + 2 < n &&
+		    hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
 			*o++ = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
 			i += 2;
 		} else {
@@ -123,6 +126,8 @@ decode(const char *s, size_t n)
 		}
 	}
 	*o = '\0';
+	if (outlen)
+		*outlen = (size_t)(o - out);
 	return out;
 }
 
@@ -153,9 +158,23 @@ match_pattern(const char *pat, const char *path, const char **ps, size_t *pl, in
 	return *pat == '\0' && *path == '\0';
 }
 
+void
+route_param_name(const struct route *rt, int i, char *buf, size_t len)
+{
+	const char *p = rt->pattern;
+
+	for (int k = 0; (p = strpbrk(p, ":*")) != NULL; k++, p++) {
+		if (k == i) {
+			snprintf(buf, len, "%.*s", (int)strcspn(p + 1, "/"), p + 1);
+			return;
+		}
+	}
+	snprintf(buf, len, "parameter %d", i + 1);
+}
+
 enum route_match_result
 route_match(const char *method, const char *path, const struct route **out, char **params,
-	    int *nparams, char *allow, size_t allowlen)
+	    size_t *plens, int *nparams, char *allow, size_t allowlen)
 {
 	const char *ps[REQ_MAX_PARAMS];
 	size_t pl[REQ_MAX_PARAMS];
@@ -170,7 +189,7 @@ route_match(const char *method, const char *path, const struct route **out, char
 		if (strcmp(rt->method, method) == 0 ||
 		    (strcmp(method, "HEAD") == 0 && strcmp(rt->method, "GET") == 0)) {
 			for (int k = 0; k < np; k++)
-				params[k] = decode(ps[k], pl[k]);
+				params[k] = route_pct_decode(ps[k], pl[k], &plens[k]);
 			*nparams = np;
 			*out = rt;
 			return ROUTE_FOUND;

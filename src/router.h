@@ -37,10 +37,17 @@ struct route {
 
 enum route_match_result { ROUTE_FOUND, ROUTE_NO_PATH, ROUTE_NO_METHOD };
 
-/* Matches method and path. On ROUTE_FOUND sets *out and fills params (malloc'd, decoded,
- * the caller frees them). On ROUTE_NO_METHOD fills allow with the methods the path takes. */
+/* Matches method and the raw (still percent-encoded) path. On ROUTE_FOUND sets *out and
+ * fills params (malloc'd, decoded once, the caller frees them) and their decoded lengths
+ * (a %00 makes a NUL inside). On ROUTE_NO_METHOD fills allow with the methods the path
+ * takes. */
 enum route_match_result route_match(const char *method, const char *path,
-				    const struct route **out, char **params, int *nparams,
-				    char *allow, size_t allowlen);
+				    const struct route **out, char **params, size_t *plens,
+				    int *nparams, char *allow, size_t allowlen);
+/* The one percent-decoder of the broker (path parameters, query keys and values): %XX is a
+ * byte, anything else is itself. Returns a malloc'd NUL-terminated copy and its length. */
+char *route_pct_decode(const char *s, size_t n, size_t *outlen);
+/* Name of path parameter i of rt (the pattern's ":queue" -> "queue"), for error messages. */
+void route_param_name(const struct route *rt, int i, char *buf, size_t len);
 
 #endif

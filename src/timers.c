@@ -24,10 +24,9 @@ timers_interval_ms(void)
 static long
 note_round(PGresult *res)
 {
-	const char *queue = NULL;
+	struct lp_wakes wakes = LP_WAKES_INIT;
 	uint64_t queued = 0, fired = 0;
 	long claimed = 0;
-	int nparts = 0;
 
 	for (int row = 0; row < PQntuples(res); row++) {
 		const char *q = PQgetvalue(res, row, 0);
@@ -46,16 +45,10 @@ note_round(PGresult *res)
 		if (!PQgetisnull(res, row, 3) && !PQgetisnull(res, row, 4))
 			pidx_pushed(PQgetvalue(res, row, 2), q, PQgetvalue(res, row, 3),
 				   PQgetvalue(res, row, 1), atoll(PQgetvalue(res, row, 4)));
-		if (queue && strcmp(queue, q) != 0) {
-			if (nparts)
-				lp_wake_queue(queue, nparts);
-			nparts = 0;
-		}
-		queue = q;
-		nparts += nq > 0;
+		if (nq > 0)
+			lp_wakes_add(&wakes, q, 1);
 	}
-	if (queue && nparts)
-		lp_wake_queue(queue, nparts);
+	lp_wakes_fire(&wakes);
 	if (fired)
 		metrics_pushed(queued, fired - queued);
 	return claimed;

@@ -21,10 +21,40 @@ static pthread_cond_t wk_cv = PTHREAD_COND_INITIALIZER;
 static struct req *wk_head, *wk_tail;
 static long wk_len;
 static int64_t wk_lanes_busy;	/* coalesced push batches running */
+static int64_t wk_heavy_busy;	/* of them, heavy ones (see heavy) */
 static int wk_stopping;
 static pthread_t *wk_threads;
 static struct wk *wk_ctx;
 static int wk_n;
+
+/* A heavy batch: one request too large to share a group commit (more items than a group
+ * holds, or a body past WK_HEAVY_BYTES). It runs alone, and never on the last free lane:
+ * one lane always stays for the small pushes of other clients, so a client sending 64 MiB
+ * bodies delays nobody else's push beyond the commit of the batch it shares. */
+#define WK_HEAVY_BYTES (1024 * 1024)
+
+static int
+heavy(const struct req *r)
+{
+	return r->weight > (size_t)qconf.group_commit_items || r->body.len > WK_HEAVY_BYTES;
+}
+
+/* 1 when a coalescing job may start now. Called with wk_mu held. */
+static int
+lane_free(const struct req *r)
+{
+	if (wk_lanes_busy >= qconf.push_lanes)
+		return 0;
+	return !heavy(r) || qconf.push_lanes == 1 || wk_heavy_busy < qconf.push_lanes - 1;
+}
+
+/* 1 when the job is run by the route's run_many (in a lane); a request whose parsing was
+ * left to the workers (deferred) is first a plain job. */
+static int
+coalesces(const struct req *r)
+{
+	return r->route->run_many && !r->deferred;
+}
 
 enum qe
 wk_submit(struct req *r)
@@ -47,7 +77,7 @@ wk_submit(struct req *r)
 	wk_len++;
 	/* A push that must wait for a lane wakes nobody: the lane's worker takes it with the
 	 * others when it finishes. Waking a worker that cannot run it only costs a switch. */
-	if (!r->route->run_many || wk_lanes_busy < qconf.push_lanes)
+	if (!coalesces(r) || lane_free(r))
 		pthread_cond_signal(&wk_cv);
 	pthread_mutex_unlock(&wk_mu);
 	return QE_OK;
@@ -78,34 +108,40 @@ unlink_job(struct req *prev, struct req *cur)
 }
 
 /* Takes the first job a worker may run now. A job of a coalescing route (push) may only run
- * when one of the QUEEN_PUSH_LANES lanes is free; it then takes every other waiting job of
- * that route, up to the item budget. Pushes to the same partitions serialise on their row
- * locks anyway, so a few large transactions beat many small ones racing for the same locks:
- * while a lane commits, the next group gathers. Returns 0 when nothing may run yet. Called
- * with wk_mu held. */
+ * when one of the QUEEN_PUSH_LANES lanes is free; it then takes every other waiting light
+ * job of that route, up to the item budget. Pushes to the same partitions serialise on their
+ * row locks anyway, so a few large transactions beat many small ones racing for the same
+ * locks: while a lane commits, the next group gathers. Returns 0 when nothing may run yet;
+ * *is_heavy tells whether the batch holds a heavy lane. Called with wk_mu held. */
 static size_t
-take_jobs(struct req **out, size_t max)
+take_jobs(struct req **out, size_t max, int *is_heavy)
 {
 	struct req *first, *prev = NULL, *cur;
 	size_t n = 0, items;
 
+	*is_heavy = 0;
 	for (first = wk_head; first; prev = first, first = first->next)
-		if (!first->route->run_many || wk_lanes_busy < qconf.push_lanes)
+		if (!coalesces(first) || lane_free(first))
 			break;
 	if (!first)
 		return 0;
 	cur = first->next;
 	unlink_job(prev, first);
 	out[n++] = first;
-	if (!first->route->run_many)
+	if (!coalesces(first))
 		return n;
 	wk_lanes_busy++;
+	if (heavy(first)) {
+		*is_heavy = 1;
+		wk_heavy_busy++;
+		return n;
+	}
 	items = first->weight;
 	while (cur && n < max && items < (size_t)qconf.group_commit_items) {
 		struct req *next = cur->next;
 
-		if (cur->route->run_many == first->route->run_many &&
-		    items + cur->weight <= (size_t)qconf.group_commit_items) {
+		if (coalesces(cur) && cur->route->run_many == first->route->run_many &&
+		    !heavy(cur) && items + cur->weight <= (size_t)qconf.group_commit_items) {
 			unlink_job(prev, cur);
 			items += cur->weight;
 			out[n++] = cur;
@@ -118,15 +154,27 @@ take_jobs(struct req **out, size_t max)
 }
 
 static void
-run_jobs(struct wk *w, struct req **jobs, size_t n)
+run_jobs(struct wk *w, struct req **jobs, size_t n, int is_heavy)
 {
 	enum qe rcs[WK_MAX_BATCH];
 
+	if (jobs[0]->deferred) {
+		/* Parse and prepare here, off the HTTP threads; then queue it again, now as
+		 * what it is (a push joins a lane). */
+		enum qe e = http_prepare_deferred(jobs[0]);
+
+		if (e == QE_OK)
+			e = wk_submit(jobs[0]);
+		if (e != QE_OK)
+			http_finish(jobs[0], e);
+		return;
+	}
 	if (jobs[0]->route->run_many) {
 		jobs[0]->route->run_many(jobs, n, w, rcs);
 		pthread_mutex_lock(&wk_mu);
 		wk_lanes_busy--;
-		pthread_cond_signal(&wk_cv);
+		wk_heavy_busy -= is_heavy;
+		pthread_cond_broadcast(&wk_cv);
 		pthread_mutex_unlock(&wk_mu);
 	} else {
 		rcs[0] = jobs[0]->route->run(jobs[0], w);
@@ -141,20 +189,23 @@ wk_main(void *arg)
 {
 	struct wk *w = arg;
 	struct req *jobs[WK_MAX_BATCH];
+	int is_heavy;
 
 	pidx_thread_online();
 	for (;;) {
 		size_t n;
 
 		pthread_mutex_lock(&wk_mu);
-		while ((n = wk_head ? take_jobs(jobs, ARRAY_LEN(jobs)) : 0) == 0 &&
+		while ((n = wk_head ? take_jobs(jobs, ARRAY_LEN(jobs), &is_heavy) : 0) == 0 &&
 		       !(wk_stopping && !wk_head))
 			pthread_cond_wait(&wk_cv, &wk_mu);
 		pthread_mutex_unlock(&wk_mu);
 		if (n == 0)
 			break;
+		log_request(jobs[0]->id);
 		db_ensure(w->db);
-		run_jobs(w, jobs, n);
+		run_jobs(w, jobs, n, is_heavy);
+		log_request(0);
 	}
 	pidx_thread_offline();
 	return NULL;

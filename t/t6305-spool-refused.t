@@ -10,15 +10,20 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use QueenTest;
 
-start_pg();
+my $pg = start_pg();
 my $q = start_queend();
 
 sub buffers { (($q->get('/api/v1/status/buffers'))[1] // {}) }
 sub slurp { open my $fh, '<', $_[0] or return ''; local $/; <$fh> }
 
-# A queue name too long for PostgreSQL's btree index (random, so it does not compress).
-my @c = ('a' .. 'z', 'A' .. 'Z', 0 .. 9);
-my $poison = join '', map { $c[ int rand @c ] } 1 .. 9000;
+# A queue PostgreSQL refuses to create (a trigger raises). Names the broker itself refuses
+# (too long, control characters) never reach PostgreSQL (SPEC 22), so the refusal is made
+# in the database.
+my $poison = 'poison';
+$pg->psql(q{CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS
+	$$BEGIN RAISE EXCEPTION 'refused by test'; END$$;
+	CREATE TRIGGER test_refuse BEFORE INSERT ON queen_queues FOR EACH ROW
+	WHEN (NEW.name = 'poison') EXECUTE FUNCTION test_refuse()});
 
 subtest 'a statement the database refuses is a failure, not a buffered push' => sub {
 	my ($s, $b) = $q->push_items({ queue => $poison, transactionId => 'p-0' });

@@ -25,7 +25,7 @@ $q->push_n('billing.refund', 2, prefix => 'r');
 (undef, $b) = $q->pop('billing.refund', batch => 1);
 $q->ack_all($b, 'dlq');
 $q->push_n('ops.audit.x', 1, prefix => 'a');
-is(($q->configure('plain'))[0], 200, 'plain: configured, empty, no namespace');
+is(($q->configure('plain'))[0], 200, 'plain: configured, empty, its own namespace (SPEC 21)');
 
 # A list of named objects as a hash by name.
 sub by_name { return { map { $_->{name} => $_ } @{ $_[0] // [] } } }
@@ -53,18 +53,20 @@ subtest 'GET /api/v1/resources/queues' => sub {
 		[ 2, 1, 0, 1 ],
 		'billing.refund: 2 messages, the dead-lettered one completed, 1 pending');
 	is_deeply([ @{ $e->{plain} }{qw(namespace task partitions messages pending)} ],
-		[ '', '', 0, 0, 0 ], 'plain: no labels, nothing in it');
+		[ 'plain', '', 0, 0, 0 ], 'plain: namespace = the undotted name, no task, nothing in it');
 	is($e->{plain}{lastMessageAt}, undef, 'plain: lastMessageAt null');
 };
 
 subtest 'GET /api/v1/resources/namespaces' => sub {
 	my ($s, $d) = $q->get('/api/v1/resources/namespaces');
 	is($s, 200, 'status 200');
-	is($d->{total}, 2, 'two namespaces (queues without one are not listed)');
+	is($d->{total}, 3, 'three namespaces (an undotted name is its own)');
 	is_deeply($d->{namespaces}, [
 		{ namespace => 'billing', queues => 2, partitions => 3, messages => 7, pending => 4,
 		  processing => 1 },
 		{ namespace => 'ops', queues => 1, partitions => 1, messages => 1, pending => 1,
+		  processing => 0 },
+		{ namespace => 'plain', queues => 1, partitions => 0, messages => 0, pending => 0,
 		  processing => 0 } ], 'per namespace: queues, partitions, messages, pending')
 		or diag(explain $d);
 };
@@ -85,8 +87,8 @@ subtest 'GET /api/v1/resources/tasks' => sub {
 subtest 'GET /api/v1/resources/overview' => sub {
 	my ($s, $d) = $q->get('/api/v1/resources/overview');
 	is($s, 200, 'status 200');
-	is_deeply([ @$d{qw(queues partitions namespaces tasks consumerGroups)} ], [ 4, 4, 2, 3, 1 ],
-		'queues 4, partitions 4, namespaces 2, tasks 3, consumerGroups 1');
+	is_deeply([ @$d{qw(queues partitions namespaces tasks consumerGroups)} ], [ 4, 4, 3, 3, 1 ],
+		'queues 4, partitions 4, namespaces 3, tasks 3, consumerGroups 1');
 	is_deeply($d->{messages}, { total => 8, pending => 5, processing => 1, completed => 2,
 		deadLetter => 1 }, 'messages') or diag(explain $d);
 	is_deeply($d->{leases}, { active => 1 }, 'one live lease');
@@ -167,7 +169,7 @@ subtest 'the views follow the data' => sub {
 	is_deeply([ @$e{qw(partitions messages pending)} ], [ 3, 9, 7 ], 'a new partition counts');
 	my (undef, $r) = $q->del('/api/v1/resources/queues/ops.audit.x');
 	my (undef, $d) = $q->get('/api/v1/resources/namespaces');
-	is_deeply([ map { $_->{namespace} } @{ $d->{namespaces} } ], ['billing'],
+	is_deeply([ map { $_->{namespace} } @{ $d->{namespaces} } ], ['billing', 'plain'],
 		'a deleted queue\'s namespace goes');
 };
 

@@ -28,10 +28,22 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
 		ELSE chr(1) || encode(sha256(convert_to(p, 'UTF8')), 'hex') END COLLATE "C"
 $$;
 
--- Labels of a queue created from its name: billing.invoice.v2 -> (billing, invoice).
+-- The text of JSON object p_obj (as text) with one more member p_key whose value is the JSON text
+-- p_raw (a stored payload; NULL = null), spliced in as text: a payload may hold \u0000,
+-- which jsonb refuses, so a payload is never cast to jsonb on its way out.
+CREATE FUNCTION queen_json_splice(p_obj text, p_key text, p_raw text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT left(p_obj, -1)
+		|| CASE WHEN p_obj = '{}' THEN '' ELSE ', ' END
+		|| to_json(p_key)::text || ': ' || coalesce(p_raw, 'null') || '}'
+$$;
+
+-- Labels of a queue created from its name: billing.invoice.v2 -> (billing, invoice); a
+-- name without a dot is its own namespace: orders -> (orders, '') (SPEC 21; src/names.c
+-- holds the same rule for the index).
 CREATE FUNCTION queen_name_namespace(p text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-	SELECT CASE WHEN strpos(p, '.') > 0 THEN split_part(p, '.', 1) ELSE '' END
+	SELECT split_part(p, '.', 1)
 $$;
 
 CREATE FUNCTION queen_name_task(p text) RETURNS text

@@ -1,32 +1,36 @@
 -- dlq_messages.sql: dead letters (SPEC.md 11) and the messages routes (SPEC.md 12).
 
--- Dead letters (SPEC.md 11), newest first.  NULL filters = all.
+-- Dead letters (SPEC.md 11), newest first.  NULL filters = all.  Text, not jsonb: each
+-- payload is spliced in as stored (queen_json_splice), so a \u0000 in one breaks no page.
 CREATE FUNCTION queen_dlq_list(p_queue text, p_group text, p_limit int, p_offset int)
-RETURNS jsonb
+RETURNS text
 LANGUAGE sql STABLE AS $$
-	SELECT jsonb_build_object(
-		'messages', coalesce((
-			SELECT jsonb_agg(x.j ORDER BY x.failed_at DESC, x.id)
-			FROM (SELECT d.failed_at, d.id, jsonb_build_object(
+	SELECT '{"messages": [' || coalesce((
+			SELECT string_agg(x.j, ', ' ORDER BY x.failed_at DESC, x.id)
+			FROM (SELECT d.failed_at, d.id, queen_json_splice(jsonb_build_object(
 					'id', d.id, 'transactionId', d.txn_id,
 					'messageId', d.message_id, 'partitionId', d.partition_id,
 					'queue', d.queue_name, 'partition', d.partition_name,
 					'consumerGroup', d.group_name, 'offset', d.off,
 					'errorMessage', d.error_message, 'retryCount', d.retry_count,
-					'traceId', d.trace_id, 'data', d.payload::jsonb,
+					'traceId', d.trace_id,
 					'createdAt', queen_ts(d.created_at),
-					'failedAt', queen_ts(d.failed_at)) AS j
+					'failedAt', queen_ts(d.failed_at))::text, 'data',
+					d.payload) AS j
 			      FROM queen_dlq d
 			      WHERE (p_queue IS NULL OR d.queue_name = p_queue)
 				AND (p_group IS NULL OR d.group_name = p_group)
 			      ORDER BY d.failed_at DESC, d.id
 			      LIMIT coalesce(p_limit, 100) OFFSET coalesce(p_offset, 0)) x),
-			'[]'::jsonb),
-		'pagination', jsonb_build_object('limit', coalesce(p_limit, 100),
-						 'offset', coalesce(p_offset, 0)),
-		'total', (SELECT count(*) FROM queen_dlq d
-			  WHERE (p_queue IS NULL OR d.queue_name = p_queue)
-			    AND (p_group IS NULL OR d.group_name = p_group)))
+			'')
+		|| '], "pagination": '
+		|| jsonb_build_object('limit', coalesce(p_limit, 100),
+				      'offset', coalesce(p_offset, 0))::text
+		|| ', "total": '
+		|| (SELECT count(*) FROM queen_dlq d
+		    WHERE (p_queue IS NULL OR d.queue_name = p_queue)
+		      AND (p_group IS NULL OR d.group_name = p_group))::text
+		|| '}'
 $$;
 
 -- DELETE /api/v1/dlq?queue=&consumerGroup=
@@ -245,7 +249,7 @@ $$;
 -- the state of every group holding a cursor on its partition (or a dead letter of it) and
 -- its dead letters, newest first.  A message retention removed from the log but still held
 -- by a dead-letter row is answered from that row ("inLog":false).  NULL when neither.
-CREATE FUNCTION queen_message_get(p_pid uuid, p_txn text) RETURNS jsonb
+CREATE FUNCTION queen_message_get(p_pid uuid, p_txn text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
 	v_off bigint := queen_message_locate(p_pid, p_txn);
@@ -315,15 +319,17 @@ BEGIN
 	      WHERE d.partition_id = p_pid AND d.off = v_off) g
 	LEFT JOIN queen_cursors c ON c.partition_id = p_pid AND c.group_name = g.g;
 
-	RETURN jsonb_build_object(
+	-- The payload as both data and payload (SPEC 21), spliced in as stored text.
+	RETURN queen_json_splice(queen_json_splice(jsonb_build_object(
 		'id', m.mid, 'transactionId', m.txn, 'partitionId', p_pid,
 		'queue', m.qname, 'partition', m.pname, 'queuePath', m.qname || '/' || m.pname,
 		'namespace', m.namespace, 'task', m.task, 'offset', v_off,
 		'status', v_status, 'inLog', v_in_log,
-		'payload', m.payload::jsonb, 'traceId', m.trace,
+		'traceId', m.trace,
 		'createdAt', queen_ts(m.created_at),
 		'errorMessage', v_dl->0->'errorMessage', 'retryCount', v_dl->0->'retryCount',
-		'groups', v_groups, 'deadLetters', v_dl);
+		'groups', v_groups, 'deadLetters', v_dl)::text, 'data', m.payload), 'payload',
+		m.payload);
 END
 $$;
 

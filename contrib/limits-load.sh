@@ -1,0 +1,166 @@
+#!/bin/bash
+# contrib/limits-load.sh: the load behind the limits of SPEC 22 (issue 9's targets), on a
+# throwaway PostgreSQL and broker of its own, loopback only, bounded in count and time.
+#
+#   contrib/limits-load.sh [--longpolls N] [--seconds S] [--only longpoll|fairness]
+#
+# longpoll: N (10000) long-polls parked at once: the broker's RSS while they are parked, the
+#           latency of pushes answered meanwhile (p50/p99/max of 200), then every client
+#           goes away at once: how long until the broker has released them all.
+# fairness: batch-1 pushes of 4 clients for S (10) seconds, alone and then while one more
+#           client pushes 64 MiB bodies in a loop: p50/p99 of each and the ratio.
+#
+# QUEEND (default build/src/queend) is the broker; PG_BINDIR as for the tests. The open file
+# limit is raised to the hard limit (each parked long-poll holds a socket on both sides).
+set -euo pipefail
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+root=$(cd "$(dirname "$0")/.." && pwd)
+export QUEEND=${QUEEND:-$root/build/src/queend}
+exec perl -x -I "$root/t/lib" "$0" "$@"
+
+#!perl
+use strict;
+use warnings;
+use Getopt::Long;
+use IO::Socket::INET;
+use Socket qw(SOL_SOCKET SO_LINGER);
+use Time::HiRes qw(time sleep);
+use QueenTest;
+
+my ($n, $secs, $only) = (10000, 10, '');
+GetOptions('longpolls=i' => \$n, 'seconds=i' => \$secs, 'only=s' => \$only)
+	or die "usage: $0 [--longpolls N] [--seconds S] [--only longpoll|fairness]\n";
+$n = 1 if $n < 1;
+$n = 50000 if $n > 50000;
+$secs = 60 if $secs > 60;
+
+sub pct {
+	my ($p, @v) = @_;
+	@v = sort { $a <=> $b } @v;
+	return @v ? $v[ int($p / 100 * $#v + 0.5) ] : 0;
+}
+sub rss_mib {
+	my ($pid, $what) = @_;
+	open my $fh, '<', "/proc/$pid/status" or return -1;
+	while (<$fh>) { return $1 / 1024 if /^\Q$what\E:\s+(\d+) kB/ }
+	return -1;
+}
+sub say_ { printf "%-44s %s\n", @_ }
+
+# One keep-alive connection that sends each request in one write (HTTP::Tiny writes headers
+# and body apart, and the delayed ACK of the second write then costs 40 ms a request).
+sub conn { IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $_[0]->port,
+	Proto => 'tcp') or die "connect: $!\n" }
+sub post {
+	my ($sock, $path, $body) = @_;
+	syswrite($sock, "POST $path HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" .
+		"Content-Length: " . length($body) . "\r\n\r\n" . $body) or return 0;
+	my $buf = '';
+	while (1) {
+		my $r = sysread($sock, $buf, 65536, length $buf);
+		return 0 unless $r;
+		my $h = index($buf, "\r\n\r\n");
+		next if $h < 0;
+		my ($len) = substr($buf, 0, $h) =~ /content-length:\s*(\d+)/i;
+		next if length($buf) < $h + 4 + ($len // 0);
+		my ($status) = $buf =~ m{^HTTP/1\.1 (\d+)};
+		return $status;
+	}
+}
+sub push1 { post($_[0], '/api/v1/push', QueenTest::to_json({ items => [ $_[1] ] })) }
+
+start_pg();
+
+if (!$only || $only eq 'longpoll') {
+	my $q = start_queend(QUEEN_MAX_LONGPOLLS => $n, LOG_LEVEL => 'warn');
+	my $parked = sub { my (undef, $m) = $q->get('/metrics'); $m->{longPoll}{parked} // -1 };
+	$q->push_n('lp-other', 1);
+	my $rss0 = rss_mib($q->pid, 'VmRSS');
+	my @socks;
+	my $t0 = time;
+	while (@socks < $n) {
+		# In steps, so that the listen backlog never overflows.
+		for (1 .. ($n - @socks < 500 ? $n - @socks : 500)) {
+			my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $q->port,
+				Proto => 'tcp') or die "connect after " . scalar(@socks) . ": $!\n";
+			syswrite($s, "GET /api/v1/pop/queue/lp-idle?wait=true&timeout=600000 HTTP/1.1\r\n" .
+				"Host: x\r\n\r\n");
+			push @socks, $s;
+		}
+		my $want = @socks;
+		wait_until(sub { $parked->() >= $want }, 60, 0.02) or die "only " . $parked->() .
+			" of $want parked\n";
+	}
+	say_('long-polls parked', sprintf('%d in %.1f s', $n, time - $t0));
+	my $rss = rss_mib($q->pid, 'VmRSS');
+	say_('broker RSS before / while parked', sprintf('%.1f MiB / %.1f MiB', $rss0, $rss));
+	my @lat;
+	my $c = conn($q);
+	for my $i (1 .. 200) {
+		my $t = time;
+		my $s = push1($c, { queue => 'lp-other', transactionId => "o$i" });
+		die "push answered $s\n" unless $s == 201;
+		push @lat, (time - $t) * 1000;
+	}
+	say_('push latency while parked (200, ms)', sprintf('p50 %.2f  p99 %.2f  max %.2f',
+		pct(50, @lat), pct(99, @lat), pct(100, @lat)));
+	say_('broker RSS after the pushes (peak)', sprintf('%.1f MiB (%.1f MiB)',
+		rss_mib($q->pid, 'VmRSS'), rss_mib($q->pid, 'VmHWM')));
+	my $t_close = time;
+	close $_ for @socks;
+	@socks = ();
+	my $gone = wait_until(sub { $parked->() == 0 }, 60, 0.01);
+	say_('all clients gone: released within', $gone ? sprintf('%.0f ms', (time - $t_close) * 1000)
+		: 'NOT within 60 s (' . $parked->() . ' still parked)');
+	my (undef, $m) = $q->get('/metrics');
+	say_('abandoned (from /metrics)', $m->{longPoll}{abandoned});
+	say_('broker RSS after the release', sprintf('%.1f MiB', rss_mib($q->pid, 'VmRSS')));
+	$q->stop;
+}
+
+if (!$only || $only eq 'fairness') {
+	my $q = start_queend(LOG_LEVEL => 'warn');
+	# Four clients, each pushing one item at a time, for $secs seconds: latencies in ms.
+	my $light = sub {
+		my @kids = map { my $c = $_; bg(sub {
+			my (@l, $i);
+			my $end = time + $secs;
+			my $sock = conn($q);
+			while (time < $end) {
+				my $t = time;
+				my $s = push1($sock, { queue => "light-$c", partition => 'p' . ($i++ % 8) });
+				push @l, (time - $t) * 1000 if $s == 201;
+			}
+			return \@l;
+		}) } 1 .. 4;
+		return map { @{ $_->result($secs + 120) // [] } } @kids;
+	};
+	$light->() for 1;	# warm-up: queues and partitions exist, plans are cached
+	my @base = $light->();
+	# The heavy client: bodies just under QUEEN_MAX_BODY_BYTES (64 MiB), 10,000 items.
+	my $pad = 'h' x 6600;
+	my $body = '{"items":[' . join(',', map { qq({"queue":"heavy","partition":"h) . ($_ % 16) .
+		qq(","payload":{"pad":"$pad"}}) } 1 .. 10000) . ']}';
+	my $heavy = bg(sub {
+		my ($ok, $other) = (0, 0);
+		my $end = time + $secs + 1;
+		my $sock = conn($q);
+		while (time < $end) {
+			my $s = post($sock, '/api/v1/push', $body) or $sock = conn($q);
+			$s == 201 ? $ok++ : $other++;
+		}
+		return [ $ok, $other ];
+	});
+	sleep 1;
+	my @load = $light->();
+	my $h = $heavy->result($secs + 300) // [ 0, 0 ];
+	say_('heavy client', sprintf('%d bodies of %.1f MiB stored, %d refused', $h->[0],
+		length($body) / 1048576, $h->[1]));
+	my ($b99, $l99) = (pct(99, @base), pct(99, @load));
+	say_('batch-1 push alone (ms)', sprintf('p50 %.2f  p99 %.2f  (%d pushes)', pct(50, @base),
+		$b99, scalar @base));
+	say_('batch-1 push beside 64 MiB bodies (ms)', sprintf('p50 %.2f  p99 %.2f  (%d pushes)',
+		pct(50, @load), $l99, scalar @load));
+	say_('p99 ratio (target < 2)', sprintf('%.2f', $b99 ? $l99 / $b99 : 0));
+	$q->stop;
+}
