@@ -176,7 +176,7 @@ add_str_field(struct strbuf *sb, const char *key, const char *val)
  * subscription implies) and its lease: the index learns it, so that it stops offering those
  * partitions until a push or a lapsed lease changes them. */
 static void
-learn_cursors(struct pop_job *j, PGresult *res)
+learn_cursors(struct pop_job *j, PGresult *res, uint64_t mark)
 {
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *pid = PQgetvalue(res, i, 0);
@@ -185,10 +185,11 @@ learn_cursors(struct pop_job *j, PGresult *res)
 			continue;
 		pidx_log_end(pid, atoll(PQgetvalue(res, i, 11)));
 		if (PQgetisnull(res, i, 9))
-			pidx_cursor_implied(pid, j->gh, atoll(PQgetvalue(res, i, 10)));
+			pidx_cursor_implied(pid, j->gh, atoll(PQgetvalue(res, i, 10)), mark);
 		else
-			pidx_cursor(pid, j->gh, atoll(PQgetvalue(res, i, 10)),
-				    PQgetisnull(res, i, 12) ? 0 : atoll(PQgetvalue(res, i, 12)));
+			pidx_cursor_snapshot(pid, j->gh, atoll(PQgetvalue(res, i, 10)),
+					     PQgetisnull(res, i, 12) ? 0
+						: atoll(PQgetvalue(res, i, 12)), mark);
 	}
 }
 
@@ -263,6 +264,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	char lease_id[UUID_STR_LEN], batch[24], width[24], lease_s[24];
 	int n = -1, ready = 0;
 	int64_t parts = j->partitions;
+	uint64_t mark;
 	PGresult *res;
 	enum qe e;
 
@@ -314,13 +316,15 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 		j->lease_given ? lease_s : NULL, j->auto_ack ? "true" : "false", j->sub_mode,
 		j->sub_from[0] ? j->sub_from : NULL, lease_id, n > 0 ? cand_sb.buf : NULL,
 	};
+	/* What the rows say of cursors is as old as the query: an ack landing meanwhile wins. */
+	mark = pidx_cursor_mark();
 	metrics_pop_query();
 	e = db_exec(w->db, SQL_POP, params, &res);
 	sb_free(&cand_sb);
 	if (e != QE_OK)
 		return req_fail(r, e, "pop failed: database unavailable");
 	if (PQntuples(res) > 0 && PQgetisnull(res, 0, 3)) {
-		learn_cursors(j, res);
+		learn_cursors(j, res, mark);
 	} else if (PQntuples(res) > 0) {
 		render(r, j, res, lease_id, (int)parts);
 		*delivered = 1;

@@ -532,9 +532,9 @@ pidx_cursor(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until
 }
 
 void
-pidx_cursor_implied(const char *pid, uint64_t gh, int64_t start)
+pidx_cursor_implied(const char *pid, uint64_t gh, int64_t start, uint64_t mark)
 {
-	cursor_set(pid, gh, start, 0, 1, 0, 1);
+	cursor_set(pid, gh, start, 0, 0, mark, 1);
 }
 
 void

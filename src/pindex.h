@@ -45,8 +45,9 @@ int pidx_log_end(const char *pid, int64_t log_end);
 void pidx_cursor(const char *pid, uint64_t group_hash, int64_t committed, int64_t lease_until);
 /* A cursor the group has not got yet on a partition: start is where its subscription makes it
  * begin (SPEC 5 "First contact"), as a pop found. Kept apart from cursors seen in PostgreSQL,
- * because a change of the subscription moves it. */
-void pidx_cursor_implied(const char *pid, uint64_t group_hash, int64_t start);
+ * because a change of the subscription moves it. Like a snapshot, it does not overwrite a
+ * cursor updated live since mark (pidx_cursor_mark, taken before the query). */
+void pidx_cursor_implied(const char *pid, uint64_t group_hash, int64_t start, uint64_t mark);
 /* Forgets every implied cursor of the group (group_hash 0: of every group), after its
  * subscription changed: its pops go to SQL again, which tells the new starts. */
 void pidx_forget_implied(uint64_t group_hash);
