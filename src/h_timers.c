@@ -3,6 +3,7 @@
  * worker only runs one catalogued statement per request. The transaction route reuses the
  * validator for its "timers" array. Firing due timers belongs to timers.c. */
 #include "h_timers.h"
+#include "b64.h"
 #include "dbpool.h"
 #include "h_util.h"
 #include "http.h"
@@ -38,61 +39,6 @@ op_fail(struct req *r, enum qe e, const char *code, long index, const char *fmt,
 		return req_fail(r, e, "%s", msg);
 	req_err_field(r, "index", json_integer(index));
 	return req_fail(r, e, "operation %ld: %s", index, msg);
-}
-
-static int
-b64_value(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
-/* Decodes base64 (standard or URL-safe alphabet, padding optional) into a malloc'd buffer,
- * NUL-terminated. Returns 0, or -1 on a character outside the alphabet or bad padding. */
-static int
-b64_decode(const char *s, size_t n, char **out, size_t *outlen)
-{
-	char *o = malloc(n / 4 * 3 + 4);
-	uint32_t acc = 0;
-	size_t len = 0, pad = 0;
-	int bits = 0;
-
-	QASSERT(o != NULL);
-	for (size_t i = 0; i < n; i++) {
-		int v;
-
-		if (s[i] == '=') {
-			pad++;
-			continue;
-		}
-		v = b64_value(s[i]);
-		if (v < 0 || pad)
-			goto bad;
-		acc = ((acc << 6) | (uint32_t)v) & 0xffffff;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			o[len++] = (char)((acc >> bits) & 0xff);
-		}
-	}
-	if ((n - pad) % 4 == 1 || pad > 2 || (pad && n % 4 != 0))
-		goto bad;
-	o[len] = '\0';
-	*out = o;
-	*outlen = len;
-	return 0;
-bad:
-	free(o);
-	return -1;
 }
 
 /* A name field: queue and partition follow the rules of names.c; a timerKey is a non-empty
@@ -170,7 +116,7 @@ payload_text(struct req *r, long i, json_t *o, char **out)
 	json_t *decoded;
 	json_error_t jerr;
 	char *raw;
-	size_t rawlen;
+	long rawlen;
 
 	*out = NULL;
 	if (z && !json_is_null(z) && !json_is_boolean(z))
@@ -186,9 +132,15 @@ payload_text(struct req *r, long i, json_t *o, char **out)
 	if (!json_is_string(p))
 		return op_fail(r, QE_BAD_BODY, CODE_BAD, i,
 			       "with payloadZstd:false, payload must be a base64 string");
-	if (b64_decode(json_string_value(p), json_string_length(p), &raw, &rawlen) < 0)
+	raw = malloc(json_string_length(p) / 4 * 3 + 4);
+	QASSERT(raw != NULL);
+	rawlen = b64_decode(json_string_value(p), json_string_length(p), (unsigned char *)raw,
+			    B64_LENIENT);
+	if (rawlen < 0) {
+		free(raw);
 		return op_fail(r, QE_BAD_BODY, CODE_BAD, i, "payload is not valid base64");
-	decoded = jio_load(raw, rawlen, &jerr);
+	}
+	decoded = jio_load(raw, (size_t)rawlen, &jerr);
 	free(raw);
 	if (!decoded)
 		return op_fail(r, QE_BAD_BODY, CODE_BAD, i,
