@@ -40,6 +40,9 @@ sub mode {
 	print {$fh} $mode;
 	close $fh;
 	rename "$self->{file}.tmp", $self->{file} or die "proxy mode: $!";
+	# The proxy re-reads the file at most every 20 ms: wait that out, so that the next
+	# request is already under the new mode (a push sent at once could still pass).
+	Time::HiRes::sleep(0.05);
 }
 
 sub stop {
