@@ -10,7 +10,8 @@
 # port) in a temp dir, starts the broker on it, waits for GET /health, runs queen-bench with
 # --url, --pg (same server, for the baseline), --queend-pid (the broker's CPU and RSS from
 # /proc) and --restart-cmd (a script that restarts the broker the same way and prints its new
-# pid), and stops everything on exit.  A default run takes about ten minutes; --quick about
+# pid), --pg-cmd (a script that stops PostgreSQL at once or starts it, for the outage phase),
+# and stops everything on exit.  A default run takes about ten minutes; --quick about
 # two.  Every rate is printed with its ratio to the raw INSERT baseline of the same run, and
 # the figures the issue targets name theirs, e.g. "(target >= 1.0x)".
 #
@@ -141,6 +142,16 @@ echo \$! >"$tmp/queend.pid"
 echo \$!
 EOF
 chmod 755 "$tmp/restart-queend"
+# The outage phase stops PostgreSQL at once (as a crash would) and starts it again.
+cat >"$tmp/pg-ctl" <<EOF
+#!/bin/sh
+case "\$1" in
+stop)	exec $as_pg "$PG_BIN/pg_ctl" -D "$tmp/data" -m immediate -w stop ;;
+start)	exec $as_pg "$PG_BIN/pg_ctl" -D "$tmp/data" -l "$tmp/pg.log" -w -t 60 start ;;
+*)	echo "usage: \$0 stop|start" >&2; exit 2 ;;
+esac
+EOF
+chmod 755 "$tmp/pg-ctl"
 # shellcheck disable=SC2046
 env $(cat "$tmp/queend.env") "$QUEEND" >"$tmp/queend.log" 2>&1 &
 qpid=$!
@@ -158,7 +169,7 @@ echo "bench.sh: PostgreSQL on 127.0.0.1:$pgport, queend pid $qpid on 127.0.0.1:$
 set +e
 "$QUEEN_BENCH" --url "http://127.0.0.1:$qport" \
 	--pg "host=127.0.0.1 port=$pgport user=postgres dbname=postgres" \
-	--queend-pid "$qpid" --restart-cmd "$tmp/restart-queend" "$@"
+	--queend-pid "$qpid" --restart-cmd "$tmp/restart-queend" --pg-cmd "$tmp/pg-ctl" "$@"
 rc=$?
 set -e
 restarted=

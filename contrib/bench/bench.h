@@ -35,6 +35,8 @@ struct bench_opt {
 	const char *pg;
 	long queend_pid;
 	const char *restart_cmd;	/* restarts the broker, prints its new pid (--scale) */
+	const char *pg_cmd;	/* `CMD stop` / `CMD start` stop and start PostgreSQL (outage) */
+	double outage_seconds;
 	double duration;
 	double steady_seconds;
 	bool quick;
@@ -276,6 +278,11 @@ struct push_run {
 	struct buf body;
 	double *t_queued;	/* when set: [seq] = when the push of item seq was answered */
 	uint64_t t_cap;		/* entries of t_queued */
+	/* The outage phase: "buffered" items count as acknowledged (buffered; how[seq] = 2,
+	 * queued ones 1, when how is set) and 503 answers as refusals, not failures. */
+	bool outage;
+	long buffered, refused;
+	uint8_t *how;
 };
 
 /* Pushes with `nconns` connections; returns queued messages per second. */
@@ -305,6 +312,9 @@ struct pop_run {
 	struct failures fail;
 	double *t_popped;	/* when set: [seq of the payload] = when its pop was answered */
 	uint64_t t_cap;		/* entries of t_popped */
+	long repeated;		/* with t_popped: messages popped again (redelivered) */
+	bool outage;		/* 503 answers are refusals, not failures */
+	long refused;
 };
 
 struct pop_conn {
@@ -349,6 +359,7 @@ void phase_groups(void);
 void phase_steady(void);
 void phase_scale(void);
 void phase_encrypt(void);
+void phase_outage(void);
 
 /* Figures shared between phases of one run: 0 = not measured in this run. */
 extern double fig_push_b100;		/* push b100 1KiB 16c 10p, msg/s */

@@ -20,6 +20,7 @@ struct bench_opt opt = {
 	.port = "6632",
 	.duration = 10,
 	.steady_seconds = 60,
+	.outage_seconds = 10,
 	.pop_messages = 200000,
 	.drain_messages = 100000,
 	.scale_partitions = 1000000,
@@ -83,6 +84,8 @@ static const struct phase {
 	  "push at half capacity with consumers: backlog, latency" },
 	{ "encrypt", phase_encrypt, true,
 	  "b100 1 KiB to an encrypted and a plain queue, alternating" },
+	{ "outage", phase_outage, true,
+	  "--pg-cmd: PostgreSQL stops --outage s under half and full load" },
 	{ "txn", phase_txn, true,
 	  "pop, then ack+push transactions, vs b1 pushes" },
 	{ "timers", phase_timers, true,
@@ -110,9 +113,12 @@ static void usage(FILE *out)
 		"  --duration SECONDS   length of each baseline and push phase and of the retention\n"
 		"                       push window (default 10)\n"
 		"  --steady SECONDS     length of the steady phase (default 60)\n"
+		"  --pg-cmd CMD         `CMD stop` stops PostgreSQL at once, `CMD start` starts it\n"
+		"                       and waits (the outage phase; bench.sh passes one)\n"
+		"  --outage SECONDS     how long PostgreSQL stays stopped (default 10)\n"
 		"  --quick              small sizes for a smoke run (2 s phases, 10k pop and drain\n"
 		"                       backlogs, 1000 partitions, 20 latency samples, 5 s steady,\n"
-		"                       20,000 scale partitions)\n"
+		"                       2 s outage, 20,000 scale partitions)\n"
 		"  --scale              also run the scale phase (long: a million partitions)\n"
 		"  --only LIST          phases to run, comma-separated, from:\n");
 	for (size_t i = 0; i < NPHASES; i++)
@@ -200,6 +206,8 @@ int main(int argc, char **argv)
 		{ "restart-cmd", required_argument, NULL, 'R' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "steady", required_argument, NULL, 'S' },
+		{ "pg-cmd", required_argument, NULL, 'G' },
+		{ "outage", required_argument, NULL, 'O' },
 		{ "quick", no_argument, NULL, 'q' },
 		{ "scale", no_argument, NULL, 'L' },
 		{ "only", required_argument, NULL, 'o' },
@@ -216,6 +224,7 @@ int main(int argc, char **argv)
 	};
 	bool duration_set = false, pop_set = false, many_set = false, samples_set = false;
 	bool drain_set = false, steady_set = false, scale_set = false, broker = false;
+	bool outage_set = false;
 	int ch;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -245,6 +254,15 @@ int main(int argc, char **argv)
 			if (opt.steady_seconds <= 0)
 				die("--steady wants a positive number of seconds");
 			steady_set = true;
+			break;
+		case 'G':
+			opt.pg_cmd = optarg;
+			break;
+		case 'O':
+			opt.outage_seconds = strtod(optarg, NULL);
+			if (opt.outage_seconds <= 0)
+				die("--outage wants a positive number of seconds");
+			outage_set = true;
 			break;
 		case 'q':
 			opt.quick = true;
@@ -327,6 +345,8 @@ int main(int argc, char **argv)
 			opt.steady_seconds = 5;
 		if (!scale_set)
 			opt.scale_partitions = 20000;
+		if (!outage_set)
+			opt.outage_seconds = 2;
 	}
 	snprintf(run_id, sizeof(run_id), "%lx%04x", (unsigned long)time(NULL),
 		 (unsigned)getpid() & 0xffff);

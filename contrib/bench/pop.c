@@ -20,7 +20,9 @@ static enum step pop_next(struct engine *en, struct conn *c)
 		http_request(&c->out, "POST", "/api/v1/ack/batch", pc->ack.p, pc->ack.len);
 		return STEP_SEND;
 	}
-	if (ph->acked >= ph->target || (ph->stop_at > 0 && now() >= ph->stop_at))
+	/* target: the outage phase's producer thread sets it once it knows it */
+	if (ph->acked >= __atomic_load_n(&ph->target, __ATOMIC_ACQUIRE) ||
+	    (ph->stop_at > 0 && now() >= ph->stop_at))
 		return STEP_STOP;
 	if (now() - ph->last_progress > POP_STALL_S) {
 		ph->stalled = true;
@@ -43,8 +45,12 @@ static void pop_note_seq(struct pop_run *ph, const char *el, const char *e)
 		return;
 	for (size_t i = 0; i < n; i++)
 		seq = seq * 10 + (uint64_t)(s[i] - '0');
-	if (seq < ph->t_cap && ph->t_popped[seq] == 0)
+	if (seq >= ph->t_cap)
+		return;
+	if (ph->t_popped[seq] == 0)
 		ph->t_popped[seq] = now();
+	else
+		ph->repeated++;
 }
 
 /* Turns the messages of a pop answer into the body of one ack/batch; returns their count. */
@@ -96,6 +102,10 @@ static void pop_reply_ack(struct pop_run *ph, struct pop_conn *pc, const struct 
 	struct js_arr a;
 	int got = 0;
 
+	if (r->status == 503 && ph->outage) {
+		ph->refused++;
+		return;
+	}
 	if (r->status != 200) {
 		fail_http(&ph->fail, r);
 		return;
@@ -116,6 +126,10 @@ static void pop_reply_ack(struct pop_run *ph, struct pop_conn *pc, const struct 
 			else
 				ph->acked++;
 			ph->last_progress = now();
+			continue;
+		}
+		if (ph->outage) {	/* e.g. its lease ran out while the database was away */
+			ph->refused++;
 			continue;
 		}
 		tally_add(ph->fail.items, "ack not successful", 18, 1);
@@ -163,6 +177,11 @@ static void pop_reply(struct engine *en, struct conn *c, const struct http_resp 
 		return;
 	}
 	samples_add(&ph->lat, now() - c->t_sent);
+	if (r->status == 503 && ph->outage) {
+		ph->refused++;
+		c->not_before = now() + 0.01;
+		return;
+	}
 	if (!pop_answer_ok(c, r, &ph->empty, &ph->fail))
 		return;
 	n = pop_build_ack(ph, pc, r);

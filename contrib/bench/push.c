@@ -72,6 +72,11 @@ static void push_reply(struct engine *en, struct conn *c, const struct http_resp
 			      pc->inflight / ph->rate_per_conn;
 		c->not_before = pc->next_at;
 	}
+	if (r->status == 503 && ph->outage) {
+		ph->refused += pc->inflight;
+		c->not_before = now() + 0.01;
+		return;
+	}
 	if (r->status != 201) {
 		fail_http(&ph->fail, r);
 		c->not_before = now() + 0.01;
@@ -86,13 +91,18 @@ static void push_reply(struct engine *en, struct conn *c, const struct http_resp
 		const char *v = js_get(el, e, "status"), *s = "?", *err;
 		size_t n = 1, elen;
 
-		got++;
-		if (js_str_eq(v, e, "queued")) {
-			uint64_t seq = pc->seq0 + (uint64_t)got - 1;
+		uint64_t seq = pc->seq0 + (uint64_t)got++;
+		bool queued = js_str_eq(v, e, "queued");
 
+		if (queued || (ph->outage && js_str_eq(v, e, "buffered"))) {
 			if (seq < ph->t_cap)
 				ph->t_queued[seq] = t;
-			ph->queued++;
+			if (ph->how && seq < ph->t_cap)
+				ph->how[seq] = queued ? 1 : 2;
+			if (queued)
+				ph->queued++;
+			else
+				ph->buffered++;
 			continue;
 		}
 		js_str(v, e, &s, &n);

@@ -1,0 +1,257 @@
+/*
+ * queen-bench phase "outage": PostgreSQL stops under load and comes back (SPEC 15, 19).
+ * Producers push batch 100 of 1 KiB over 10 partitions from 16 connections while 4 consumers
+ * of one group long-poll pop and ack, as in the steady phase; after 3 s PostgreSQL is stopped
+ * (`--pg-cmd CMD`: `CMD stop` is an immediate stop, `CMD start` a start that waits) for
+ * --outage seconds, then the load goes on for 10 s more and the consumers drain what is left.
+ * It runs twice: paced to half the push capacity measured in this run, then unpaced (full
+ * load).  A thread of its own runs the outage and polls GET /api/v1/status/buffers every
+ * 50 ms.
+ *
+ * Figures: items acknowledged (queued or buffered) and how many were buffered; the most the
+ * spool held and how long after the database's return it was empty (target 5 s at half load;
+ * at full load it must empty at all); the first push answered "queued" and the first pop
+ * that delivered after the return (target 2 s); how long pushes made after the return took
+ * to reach a consumer (p50, p95; target 1 s); the longest push; acknowledged items never
+ * delivered (target 0) and deliveries repeated (leases that ran out while acks could not be
+ * stored).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define OUTAGE_PRODUCERS	16
+#define OUTAGE_PARTITIONS	10
+#define OUTAGE_LEAD_S		3.0	/* load before the stop */
+#define OUTAGE_AFTER_S		10.0	/* load after the return */
+#define OUTAGE_SETTLE_S		60.0	/* the consumers' limit once the producers stopped */
+#define OUTAGE_LEASE_S		5	/* leaseTime of the queue: redeliveries come soon */
+
+struct outage_ctl {
+	struct push_run *prod;
+	struct pop_run *cons;
+	double t_down, t_back, t_empty;	/* t_empty: first empty spool after t_back, 0 = never */
+	long spool_most;
+	bool pg_failed;
+};
+
+static long spool_pending_now(struct hclient *h)
+{
+	struct http_resp r;
+
+	if (hc_call(h, "GET", "/api/v1/status/buffers", NULL, 0, &r) < 0 || r.status != 200)
+		return -1;
+	return js_ll(r.body, r.body + r.body_len, "pendingCount");
+}
+
+static bool pg_cmd(const char *verb)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", opt.pg_cmd, verb);
+	return system(cmd) == 0;
+}
+
+/* The producers, then the consumers' target: everything acknowledged. */
+static void *outage_producers(void *arg)
+{
+	struct outage_ctl *ctl = arg;
+	double elapsed;
+
+	push_run(ctl->prod, OUTAGE_PRODUCERS, &elapsed);
+	__atomic_store_n(&ctl->cons->target, ctl->prod->queued + ctl->prod->buffered,
+			 __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* The outage, and the spool's size every 50 ms until the producers stop. */
+static void *outage_control(void *arg)
+{
+	struct outage_ctl *ctl = arg;
+	struct hclient h = { .fd = -1 };
+	double t0 = now();
+
+	while (now() - t0 < OUTAGE_LEAD_S)
+		usleep(50000);
+	ctl->t_down = now();
+	if (!pg_cmd("stop"))
+		ctl->pg_failed = true;
+	while (now() - ctl->t_down < opt.outage_seconds) {
+		long n = spool_pending_now(&h);
+
+		if (n > ctl->spool_most)
+			ctl->spool_most = n;
+		usleep(50000);
+	}
+	if (!pg_cmd("start"))
+		ctl->pg_failed = true;
+	ctl->t_back = now();
+	while (now() < ctl->prod->stop_at) {
+		long n = spool_pending_now(&h);
+
+		if (n > ctl->spool_most)
+			ctl->spool_most = n;
+		if (n == 0 && ctl->t_empty == 0)
+			ctl->t_empty = now();
+		usleep(50000);
+	}
+	hc_free(&h);
+	return NULL;
+}
+
+static void outage_configure(const char *queue)
+{
+	struct hclient h = { .fd = -1 };
+	struct http_resp r;
+	char body[256];
+
+	snprintf(body, sizeof(body), "{\"queue\":\"%s\",\"options\":{\"leaseTime\":%d}}", queue,
+		 OUTAGE_LEASE_S);
+	if (hc_call(&h, "POST", "/api/v1/configure", body, strlen(body), &r) < 0 ||
+	    r.status / 100 != 2)
+		die("outage: configuring %s failed", queue);
+	hc_free(&h);
+}
+
+/* The figures of one run: what was acknowledged, lost, delayed after the return. */
+static void outage_report(const char *label, struct outage_ctl *ctl, double target_rate)
+{
+	struct push_run *prod = ctl->prod;
+	struct pop_run *cons = ctl->cons;
+	struct samples after = { 0 };
+	double first_queued = 0, first_pop = 0;
+	long lost = 0, acked = prod->queued + prod->buffered;
+	char l[96], note[200];
+
+	for (uint64_t s = 0; s < prod->seq && s < prod->t_cap; s++) {
+		double tq = prod->t_queued[s], tp = cons->t_popped[s];
+
+		if (prod->how[s] == 0)
+			continue;
+		if (tp == 0)
+			lost++;
+		if (prod->how[s] == 1 && tq >= ctl->t_back && (first_queued == 0 || tq < first_queued))
+			first_queued = tq;
+		if (tp >= ctl->t_back && (first_pop == 0 || tp < first_pop))
+			first_pop = tp;
+		if (prod->how[s] == 1 && tq >= ctl->t_back && tp > 0)
+			samples_add(&after, tp > tq ? tp - tq : 0);
+	}
+	if (target_rate > 0)
+		snprintf(note, sizeof(note), "[paced to %.0f msg/s = capacity / 2; %ld buffered, "
+			 "%ld refused]", target_rate, prod->buffered, prod->refused);
+	else
+		snprintf(note, sizeof(note), "[unpaced; %ld buffered, %ld refused]",
+			 prod->buffered, prod->refused);
+	snprintf(l, sizeof(l), "%s acknowledged", label);
+	figure(l, (double)acked, "items", -1, note);
+	snprintf(note, sizeof(note), "[outage %.1f s, spool held at most %ld]",
+		 ctl->t_back - ctl->t_down, ctl->spool_most);
+	snprintf(l, sizeof(l), "%s spool empty after return", label);
+	figure(l, ctl->t_empty > 0 ? ctl->t_empty - ctl->t_back : -1, "s", -1,
+	       target_rate > 0 ? "(target <= 5; -1 = not while the load went on)"
+			       : "(target: it empties; -1 = not while the load went on)");
+	printf("  %s\n", note);
+	snprintf(l, sizeof(l), "%s first queued push after return", label);
+	figure(l, first_queued > 0 ? first_queued - ctl->t_back : -1, "s", -1, "(target < 2)");
+	snprintf(l, sizeof(l), "%s first delivery after return", label);
+	figure(l, first_pop > 0 ? first_pop - ctl->t_back : -1, "s", -1, "(target < 2)");
+	snprintf(note, sizeof(note), "[%zu pushes after the return; max %.2f s] (target p95 < 1)",
+		 after.n, samples_pct(&after, 100));
+	snprintf(l, sizeof(l), "%s delay after return p50", label);
+	figure(l, samples_pct(&after, 50), "s", -1, NULL);
+	snprintf(l, sizeof(l), "%s delay after return p95", label);
+	figure(l, samples_pct(&after, 95), "s", -1, note);
+	snprintf(l, sizeof(l), "%s longest push", label);
+	figure(l, samples_pct(&prod->lat, 100), "s", -1, NULL);
+	snprintf(note, sizeof(note), "[%ld deliveries repeated, %ld pop/ack refusals] (target 0)",
+		 cons->repeated, cons->refused);
+	snprintf(l, sizeof(l), "%s lost", label);
+	figure(l, (double)lost, "items", -1, note);
+	if (lost > 0)
+		grand_failures++;
+	free(after.v);
+}
+
+static void outage_run(const char *label, double capacity, bool half)
+{
+	struct push_run prod = { 0 };
+	struct pop_run cons = { 0 };
+	struct outage_ctl ctl = { .prod = &prod, .cons = &cons };
+	char queue[128], group[96];
+	double window = OUTAGE_LEAD_S + opt.outage_seconds + OUTAGE_AFTER_S, elapsed;
+	pthread_t producers, control;
+	uint64_t cap = (uint64_t)(capacity * 4 * window) + 100000;
+
+	snprintf(queue, sizeof(queue), "bench-%s-outage-%s", run_id, half ? "half" : "full");
+	snprintf(group, sizeof(group), "bench-%s-outage", run_id);
+	outage_configure(queue);
+	prod.t_queued = calloc(cap, sizeof(double));
+	prod.how = calloc(cap, 1);
+	cons.t_popped = calloc(cap, sizeof(double));
+	if (!prod.t_queued || !prod.how || !cons.t_popped)
+		die("out of memory");
+	prod.t_cap = cons.t_cap = cap;
+	prod.outage = cons.outage = true;
+	prod.queue = queue;
+	prod.batch = PUSH_BIG_BATCH;
+	prod.nparts = OUTAGE_PARTITIONS;
+	prod.pl = &payloads[1];
+	prod.to_send = -1;
+	prod.rate_per_conn = half ? capacity / 2 / OUTAGE_PRODUCERS : 0;
+	prod.stop_at = now() + window;
+	/* Until the producers stop, no target; then everything they got acknowledged. */
+	cons.target = (long)cap * 2;
+	cons.queue = queue;
+	cons.group = group;
+	cons.stop_at = prod.stop_at + OUTAGE_SETTLE_S;
+	buf_addf(&cons.path, "/api/v1/pop/queue/%s?batch=%d&wait=true&timeout=500&consumerGroup="
+		 "%s&subscriptionMode=all", queue, POP_BATCH, group);
+	if (pthread_create(&producers, NULL, outage_producers, &ctl) != 0 ||
+	    pthread_create(&control, NULL, outage_control, &ctl) != 0)
+		die("pthread_create failed");
+	pop_drain(&cons, POP_CONSUMERS, &elapsed);
+	pthread_join(producers, NULL);
+	pthread_join(control, NULL);
+	if (ctl.pg_failed) {
+		printf("%s: `%s stop|start` failed; figures left out\n", label, opt.pg_cmd);
+		grand_failures++;
+	} else {
+		outage_report(label, &ctl, half ? capacity / 2 : 0);
+	}
+	failures_print(label, &prod.fail);
+	failures_print(label, &cons.fail);
+	free(prod.t_queued);
+	free(prod.how);
+	free(cons.t_popped);
+	free(prod.lat.v);
+	free(cons.lat.v);
+	buf_free(&cons.path);
+}
+
+void phase_outage(void)
+{
+	double capacity = fig_push_b100;
+
+	if (!opt.pg_cmd) {
+		printf("outage: skipped (no --pg-cmd)\n");
+		return;
+	}
+	if (capacity <= 0) {
+		double d = opt.duration;
+
+		opt.duration = d < 5 ? d : 5;
+		capacity = push_figure(PUSH_BIG_BATCH, OUTAGE_PRODUCERS, &payloads[1],
+				       OUTAGE_PARTITIONS, "outage: push capacity", NULL, NULL);
+		opt.duration = d;
+	}
+	if (capacity <= 0) {
+		printf("outage: skipped (no push capacity measured)\n");
+		return;
+	}
+	outage_run("outage half load", capacity, true);
+	outage_run("outage full load", capacity, false);
+}
