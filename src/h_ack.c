@@ -347,11 +347,14 @@ static void
 wake_after(PGresult *res)
 {
 	char queue[512];
+	const char *last = "";
 
+	/* Every item of a released partition says so: one wake per partition. */
 	for (int row = 0; row < PQntuples(res); row++) {
-		if (PQgetvalue(res, row, 3)[0] != 't')
+		if (PQgetvalue(res, row, 3)[0] != 't' || strcmp(PQgetvalue(res, row, 6), last) == 0)
 			continue;
-		if (pidx_queue_of(PQgetvalue(res, row, 6), queue, sizeof(queue)))
+		last = PQgetvalue(res, row, 6);
+		if (pidx_queue_of(last, queue, sizeof(queue)))
 			lp_wake_queue(queue, 1);
 	}
 }
