@@ -2,7 +2,7 @@
  * queen-bench phase "outage": PostgreSQL stops under load and comes back (SPEC 15, 19).
  * Producers push 1 KiB items over 10 partitions from 16 connections while 4 consumers of one
  * group long-poll pop and ack, as in the steady phase; after 3 s PostgreSQL is stopped
- * (`--pg-cmd CMD`: `CMD stop` is an immediate stop, `CMD start` a start that waits) for
+ * (`--pg-cmd CMD`: `CMD stop` stops it, `CMD start` starts it and waits) for
  * --outage seconds, then the load goes on for 10 s more and the consumers take everything
  * that was acknowledged (they give up after 90 s without progress).  Three runs: pushes of
  * one item paced to half of what 16 connections reach with them (push b1 16c), pushes of 100
@@ -131,6 +131,8 @@ static void outage_report(const char *label, struct outage_ctl *ctl, double targ
 	struct samples after = { 0 };
 	double first_queued = 0, first_pop = 0;
 	long lost = 0, acked = prod->queued + prod->buffered;
+	char missing[160] = "";
+	size_t mlen = 0;
 	char l[96], note[200];
 
 	for (uint64_t s = 0; s < prod->seq && s < prod->t_cap; s++) {
@@ -138,8 +140,11 @@ static void outage_report(const char *label, struct outage_ctl *ctl, double targ
 
 		if (prod->how[s] == 0)
 			continue;
-		if (tp == 0)
-			lost++;
+		if (tp == 0 && lost++ < 4 && mlen < sizeof(missing) - 40)
+			mlen += (size_t)snprintf(missing + mlen, sizeof(missing) - mlen,
+						 " seq %llu %s at %+.2f s", (unsigned long long)s,
+						 prod->how[s] == 1 ? "queued" : "buffered",
+						 tq - ctl->t_down);
 		if (prod->how[s] == 1 && tq >= ctl->t_back && (first_queued == 0 || tq < first_queued))
 			first_queued = tq;
 		if (tp >= ctl->t_back && (first_pop == 0 || tp < first_pop))
@@ -183,6 +188,8 @@ static void outage_report(const char *label, struct outage_ctl *ctl, double targ
 		 cons->repeated, cons->refused, cons->stalled ? "; consumers gave up" : "");
 	snprintf(l, sizeof(l), "%s not delivered", label);
 	figure(l, (double)lost, "items", -1, note);
+	if (lost > 0)
+		printf("  not delivered (time from the stop):%s\n", missing);
 	if (lost > 0)
 		grand_failures++;
 	free(after.v);
