@@ -91,19 +91,25 @@ double samples_pct(struct samples *s, double pct);
 
 /*
  * A JSON object of exactly `size` bytes: {"seq":"0000000000","pad":"..."}.  The ten digits are
- * stamped per message so every payload differs; the padding is random alphanumerics.
+ * stamped per message so every payload differs; the padding is random alphanumerics, the same
+ * in every message, so that a segment of them compresses to a twentieth.  A unique payload
+ * draws its padding anew for every message (random hex, as ids, hashes and ciphertext are):
+ * nothing to gain for the compression of PostgreSQL, as with most real traffic.
  */
 struct payload {
 	char *text;
 	size_t len;
 	size_t seq_at;
+	size_t pad_at;
 	const char *tag;	/* for queue names: 100b, 1k */
 	int base;		/* index into base_rate */
+	bool unique;		/* the padding differs in every message */
 };
 
 extern struct payload payloads[2];	/* 100 B and 1 KiB */
 
 void payload_init(struct payload *pl, size_t size, const char *tag, int base);
+/* Stamps seq into a copy of pl->text (and, for a unique payload, its padding). */
 void payload_stamp(char *copy, const struct payload *pl, uint64_t seq);
 void buf_add_payload(struct buf *b, const struct payload *pl, uint64_t seq);
 

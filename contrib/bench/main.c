@@ -83,7 +83,7 @@ static const struct phase {
 	{ "steady", phase_steady, true,
 	  "push at half capacity with consumers: backlog, latency" },
 	{ "encrypt", phase_encrypt, true,
-	  "b100 1 KiB to an encrypted and a plain queue, alternating" },
+	  "b100 1 KiB, encrypted vs plain queue; repeated, unique payloads" },
 	{ "outage", phase_outage, true,
 	  "--pg-cmd: PostgreSQL stops --outage s under half and full load" },
 	{ "txn", phase_txn, true,
