@@ -25,7 +25,8 @@ static enum step push_next(struct engine *en, struct conn *c)
 	struct buf *b = &ph->body;
 	int n = ph->batch;
 
-	if (now() >= ph->stop_at || ph->to_send == 0)
+	/* stop_at: the outage phase's control thread moves it once it knows the return */
+	if (now() >= __atomic_load_n(&ph->stop_at, __ATOMIC_ACQUIRE) || ph->to_send == 0)
 		return STEP_STOP;
 	if (ph->once) {
 		if (pc->cursor >= pc->span)
