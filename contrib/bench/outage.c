@@ -74,7 +74,7 @@ static void *outage_control(void *arg)
 {
 	struct outage_ctl *ctl = arg;
 	struct hclient h = { .fd = -1 };
-	double t0 = now();
+	double t0 = now(), end;
 
 	while (now() - t0 < OUTAGE_LEAD_S)
 		usleep(50000);
@@ -91,7 +91,8 @@ static void *outage_control(void *arg)
 	if (!pg_cmd("start"))
 		ctl->pg_failed = true;
 	ctl->t_back = now();
-	__atomic_store_n(&ctl->prod->stop_at, ctl->t_back + OUTAGE_AFTER_S, __ATOMIC_RELEASE);
+	end = ctl->t_back + OUTAGE_AFTER_S;
+	__atomic_store(&ctl->prod->stop_at, &end, __ATOMIC_RELEASE);
 	for (int i = 0; i < 64; i++)
 		ctl->spool_at[i] = -1;
 	while (!__atomic_load_n(&ctl->done, __ATOMIC_ACQUIRE)) {
