@@ -24,7 +24,6 @@ static enum step push_next(struct engine *en, struct conn *c)
 	struct push_conn *pc = c->sess;
 	struct buf *b = &ph->body;
 	int n = ph->batch;
-
 	double stop_at;
 
 	/* stop_at: the outage phase's control thread moves it once it knows the return */
