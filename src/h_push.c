@@ -20,6 +20,7 @@
 #include "http.h"
 #include "jscan.h"
 #include "jsonio.h"
+#include "lanes.h"
 #include "log.h"
 #include "longpoll.h"
 #include "metrics.h"
@@ -487,6 +488,64 @@ shard_of(const struct push_item *it, unsigned nshards)
 	for (const unsigned char *p = (const unsigned char *)it->partition; *p; p++)
 		h = (h ^ *p) * 1099511628211ULL;
 	return (unsigned)(h % nshards);
+}
+
+/* A shard of a spool replay: stored keyed on a lane's connection. */
+struct replay_shard {
+	struct push_item **items;
+	size_t n;
+	enum qe e;
+	int refused;		/* the database answered and refused it */
+};
+
+static void
+replay_store(struct dbconn *db, void *arg)
+{
+	struct replay_shard *s = arg;
+
+	s->e = h_push_store(db, s->items, s->n, 1);
+	s->refused = s->e != QE_OK && db_ok(db);
+}
+
+enum qe
+h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n, int *stored_some,
+	      int *refused)
+{
+	struct replay_shard sh[PUSH_SHARDS_MAX] = { { 0 } };
+	struct lane_job jobs[PUSH_SHARDS_MAX];
+	unsigned nshards = (unsigned)lanes_count(), used = 0;
+	enum qe e = QE_OK;
+
+	if (nshards > PUSH_SHARDS_MAX)
+		nshards = PUSH_SHARDS_MAX;
+	if (n < PUSH_SHARD_MIN_ITEMS)
+		nshards = 1;
+	for (unsigned s = 0; s < nshards; s++) {
+		sh[s].items = malloc(n * sizeof(*sh[s].items));
+		QASSERT(sh[s].items != NULL);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct replay_shard *s = &sh[nshards > 1 ? shard_of(items[i], nshards) : 0];
+
+		s->items[s->n++] = items[i];
+	}
+	for (unsigned s = 0; s < nshards; s++)
+		if (sh[s].n) {
+			jobs[used].fn = replay_store;
+			jobs[used++].arg = &sh[s];
+		}
+	lanes_run(db, jobs, (int)used);
+	*stored_some = *refused = 0;
+	for (unsigned s = 0; s < nshards; s++) {
+		if (sh[s].n && sh[s].e == QE_OK)
+			*stored_some = 1;
+		else if (sh[s].n) {
+			e = sh[s].e;
+			*refused |= sh[s].refused;
+		}
+		free(sh[s].items);
+	}
+	return e;
 }
 
 /* Stores one shard; items of an unreachable database go to the spool (worker context). */

@@ -44,6 +44,14 @@ enum qe h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it,
  * error of db_exec untouched; db_ok(db) then tells an unreachable database from a refused
  * statement. Any thread with a connection of its own that is online in the index. */
 enum qe h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int keyed);
+/* A spool replay: stores n items keyed (as h_push_store), split by partition over the lanes
+ * (lanes.h; db is the caller's own, the first lane) so that each partition keeps its order
+ * and the lanes' connections commit at once. QE_OK when every shard was stored; otherwise
+ * *stored_some says whether some shard was (its items may be replayed again: keyed, they
+ * answer duplicate) and *refused whether the database answered and refused a shard, as
+ * opposed to being unreachable. The lanes' caller thread only (the maintenance thread). */
+enum qe h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n,
+		      int *stored_some, int *refused);
 
 enum qe h_push_prepare(struct req *r);
 enum qe h_push_run(struct req *r, struct wk *w);

@@ -6,6 +6,7 @@
 #include "dbpool.h"
 #include "h_kv.h"
 #include "http.h"
+#include "lanes.h"
 #include "log.h"
 #include "longpoll.h"
 #include "pcrypt.h"
@@ -402,7 +403,7 @@ maint_start(void)
 	pidx_set_push_hook(ntf_hook);
 	/* The spool's drainer is a task of this thread: open it (and recover what a previous
 	 * run left) before any push can arrive. */
-	if (spool_open(qconf.file_buffer_dir) < 0)
+	if (spool_open(qconf.file_buffer_dir) < 0 || lanes_start(qconf.push_lanes) < 0)
 		return -1;
 	if (pthread_create(&maint_thread, NULL, maint_main, NULL) != 0) {
 		log_error("cannot start the maintenance thread");
@@ -416,6 +417,7 @@ maint_stop(void)
 {
 	atomic_store(&maint_exit, 1);
 	pthread_join(maint_thread, NULL);
+	lanes_stop();
 	/* Pushes answered during the drain are announced before the connection goes. */
 	pidx_set_push_hook(NULL);
 	if (db_ok(maint_db))

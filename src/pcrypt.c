@@ -5,13 +5,14 @@
  * read once at start and never logged. The cache is a sorted array of names swapped whole
  * under a read-write lock; the common case, no encrypted queue, costs one atomic load. */
 #include "pcrypt.h"
+#include "b64.h"
 #include "conf.h"
 #include "dbpool.h"
+#include "jscan.h"
 #include "log.h"
 #include "qassert.h"
 
 #include <ctype.h>
-#include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -299,175 +300,209 @@ out:
 	return e;
 }
 
-/* ---- revealing -------------------------------------------------------------------------- */
+/* ---- revealing --------------------------------------------------------------------------
+ *
+ * On the text, with the scanner: the plaintext goes back to the reader exactly as it was
+ * sealed, as a plain queue returns its payload. Parsing it into a tree and printing it again
+ * would cost every read a parse and turn what the tree cannot hold (an integer past 64 bits,
+ * a repeated key) into a failure to reveal, or into another payload. */
 
-/* Standard base64 of a JSON string member into a new buffer; -1 when not valid. */
+/* An envelope's decoded fields; ct is malloc'd. close: the offset of its closing brace. */
+struct envelope {
+	unsigned char *ct, iv[IV_LEN + 3], tag[TAG_LEN + 5];
+	long ctl, ivl, tagl;
+	size_t close;
+};
+
+/* Decodes the base64 string value at the scanner: into fixed (cap bytes) when given, else
+ * into a new *out. The decoded length, or -1. */
 static long
-b64_member(const json_t *o, const char *k, unsigned char **out)
+b64_value(struct jscan *s, unsigned char *fixed, size_t cap, unsigned char **out)
 {
-	const json_t *v = json_object_get(o, k);
-	size_t n = json_string_length(v);
-	const char *s = json_string_value(v);
-	int len;
+	struct jscan peek = *s;
+	const char *span;
+	size_t raw, n;
+	char *text;
+	long len = -1;
 
-	if (!s || n % 4 || n > (size_t)1 << 30)
+	if (js_peek(s) != JS_STRING || js_skip(&peek, &span, &raw) < 0)
 		return -1;
-	*out = malloc(n / 4 * 3 + 1);
-	QASSERT(*out != NULL);
-	len = EVP_DecodeBlock(*out, (const unsigned char *)s, (int)n);
-	if (len < 0) {
-		free(*out);
-		*out = NULL;
-		return -1;
+	text = malloc(raw);
+	QASSERT(text != NULL);
+	if (js_string(s, text, &n) == 0) {
+		if (!fixed) {
+			*out = malloc(n / 4 * 3 + 3);
+			QASSERT(*out != NULL);
+			fixed = *out;
+			cap = n / 4 * 3 + 3;
+		}
+		/* b64_decode writes up to n / 4 * 3 + 3 bytes. */
+		if (n / 4 * 3 + 3 <= cap)
+			len = b64_decode(text, n, fixed, B64_LENIENT);
 	}
-	/* EVP_DecodeBlock counts the padding as zero bytes. */
-	if (n && s[n - 1] == '=')
-		len--;
-	if (n > 1 && s[n - 2] == '=')
-		len--;
+	free(text);
 	return len;
 }
 
+/* 1 when text[0..n) is exactly one envelope object {"encrypted", "iv", "authTag"} of base64
+ * strings, each once and nothing else, its fields decoded into e (the caller frees e->ct). */
 static int
-is_envelope(const json_t *o)
+parse_envelope(const char *text, size_t n, struct envelope *e)
 {
-	return json_is_object(o) && json_object_size(o) == 3 &&
-	       json_is_string(json_object_get(o, "encrypted")) &&
-	       json_is_string(json_object_get(o, "iv")) &&
-	       json_is_string(json_object_get(o, "authTag"));
+	static const char *const names[] = { "encrypted", "iv", "authTag" };
+	struct jscan s;
+	char key[16];
+	size_t klen;
+	int first = 1, seen = 0, rc, k;
+
+	memset(e, 0, sizeof(*e));
+	js_init(&s, text, n);
+	if (js_peek(&s) != JS_OBJECT || js_begin(&s, '{') < 0)
+		return 0;
+	while ((rc = js_next(&s, '}', &first, key, sizeof(key), &klen)) == 1) {
+		for (k = 0; k < 3 && (klen != strlen(names[k]) || strcmp(key, names[k]) != 0); k++)
+			;
+		if (k == 3 || (seen & (1 << k)))
+			break;
+		seen |= 1 << k;
+		if (k == 0)
+			e->ctl = b64_value(&s, NULL, 0, &e->ct);
+		else if (k == 1)
+			e->ivl = b64_value(&s, e->iv, sizeof(e->iv), NULL);
+		else
+			e->tagl = b64_value(&s, e->tag, sizeof(e->tag), NULL);
+		if ((k == 0 ? e->ctl : k == 1 ? e->ivl : e->tagl) < 0)
+			break;
+	}
+	e->close = (size_t)(s.p - text) - 1;
+	if (rc == 0 && seen == 7 && js_end(&s) == 0)
+		return 1;
+	free(e->ct);
+	e->ct = NULL;
+	return 0;
 }
 
-/* Opens an envelope with any configured key: the plaintext (malloc'd, NUL-terminated), or
- * NULL when no key opens it. */
+/* Opens an envelope with any configured key: the plaintext (malloc'd), or NULL when no key
+ * opens it or what it holds is not one JSON value. */
 static char *
-open_envelope(const json_t *env, size_t *plen)
+open_envelope(const struct envelope *e, size_t *plen)
 {
-	unsigned char *ct = NULL, *iv = NULL, *tag = NULL;
-	long ctl = b64_member(env, "encrypted", &ct), ivl = b64_member(env, "iv", &iv);
-	long tagl = b64_member(env, "authTag", &tag);
-	char *plain = NULL;
+	char *plain;
+	struct jscan s;
 
-	if (ctl < 0 || ivl != IV_LEN || tagl != TAG_LEN)
-		goto out;
-	plain = malloc((size_t)ctl + 1);
+	if (e->ivl != IV_LEN || e->tagl != TAG_LEN)
+		return NULL;
+	plain = malloc((size_t)e->ctl + 1);
 	QASSERT(plain != NULL);
 	for (int k = has_key ? 0 : 1; k < nkeys; k++) {
 		EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
 		int outl = 0, fin = 0, ok;
 
-		ok = ctx && EVP_DecryptInit_ex(ctx, gcm, NULL, keys[k], iv) == 1 &&
-		     EVP_DecryptUpdate(ctx, (unsigned char *)plain, &outl, ct, (int)ctl) == 1 &&
-		     EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG_LEN, tag) == 1 &&
+		ok = ctx && EVP_DecryptInit_ex(ctx, gcm, NULL, keys[k], e->iv) == 1 &&
+		     EVP_DecryptUpdate(ctx, (unsigned char *)plain, &outl, e->ct, (int)e->ctl) == 1 &&
+		     EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG_LEN,
+					 (void *)e->tag) == 1 &&
 		     EVP_DecryptFinal_ex(ctx, (unsigned char *)plain + outl, &fin) == 1;
 		EVP_CIPHER_CTX_free(ctx);
-		if (ok) {
-			plain[outl + fin] = '\0';
-			*plen = (size_t)(outl + fin);
-			goto out;
-		}
+		if (!ok)
+			continue;
+		*plen = (size_t)(outl + fin);
+		js_init(&s, plain, *plen);
+		if (js_skip(&s, NULL, NULL) < 0 || js_end(&s) < 0)
+			break;
+		return plain;
 	}
 	free(plain);
-	plain = NULL;
-out:
-	free(ct);
-	free(iv);
-	free(tag);
-	return plain;
+	return NULL;
 }
 
-/* The revealed value of an envelope: its plaintext as JSON, or a copy marked isEncrypted. */
-static json_t *
-reveal_value(json_t *env)
+/* Appends the revealed form of the envelope text: its plaintext, or the envelope marked
+ * "isEncrypted":true when no key opens it. Frees e->ct. */
+static void
+add_revealed(struct strbuf *sb, const char *text, struct envelope *e)
 {
 	size_t plen = 0;
-	char *plain = open_envelope(env, &plen);
-	json_t *v = plain ? json_loadb(plain, plen, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
+	char *plain = open_envelope(e, &plen);
 
+	if (plain) {
+		sb_add(sb, plain, plen);
+	} else {
+		sb_add(sb, text, e->close);
+		sb_adds(sb, ",\"isEncrypted\":true}");
+	}
 	free(plain);
-	if (!v) {
-		v = json_deep_copy(env);
-		json_object_set_new(v, "isEncrypted", json_true());
-	}
-	return v;
-}
-
-static int
-walk(json_t *j)
-{
-	int changed = 0;
-
-	if (json_is_object(j)) {
-		const char *k;
-		json_t *v;
-
-		json_object_foreach(j, k, v) {
-			if (is_envelope(v)) {
-				json_object_set_new(j, k, reveal_value(v));
-				changed = 1;
-			} else {
-				changed |= walk(v);
-			}
-		}
-	} else if (json_is_array(j)) {
-		for (size_t i = 0; i < json_array_size(j); i++) {
-			json_t *v = json_array_get(j, i);
-
-			if (is_envelope(v)) {
-				json_array_set_new(j, i, reveal_value(v));
-				changed = 1;
-			} else {
-				changed |= walk(v);
-			}
-		}
-	}
-	return changed;
+	free(e->ct);
+	e->ct = NULL;
 }
 
 void
 pcrypt_reveal_sb(struct strbuf *sb, const char *text)
 {
-	json_t *env;
-	char *out;
+	struct envelope e;
 
-	if (text[0] != '{' || !strstr(text, "\"encrypted\"")) {
+	if (text[0] != '{' || !strstr(text, "\"encrypted\"") ||
+	    !parse_envelope(text, strlen(text), &e)) {
 		sb_adds(sb, text);
 		return;
 	}
-	env = json_loads(text, JSON_ALLOW_NUL, NULL);
-	if (!is_envelope(env)) {
-		json_decref(env);
-		sb_adds(sb, text);
-		return;
-	}
-	{
-		json_t *v = reveal_value(env);
+	add_revealed(sb, text, &e);
+}
 
-		out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-		json_decref(v);
+/* Payloads sit a few levels down in a read view's document (messages[i].data); deeper
+ * values are user data, walked no further. */
+#define REVEAL_DEPTH 16
+
+/* Walks the value at the scanner: every envelope found is appended to out in revealed form,
+ * after the text of the document from *copied up to it. 0, or -1 on invalid JSON. */
+static int
+reveal_walk(struct jscan *s, struct strbuf *out, const char **copied, int depth)
+{
+	enum js_type t = js_peek(s);
+	int first = 1, rc;
+
+	if ((t != JS_OBJECT && t != JS_ARRAY) || depth >= REVEAL_DEPTH)
+		return js_skip(s, NULL, NULL);
+	if (t == JS_OBJECT) {
+		struct jscan whole = *s;
+		struct envelope e;
+		const char *span;
+		size_t len;
+
+		if (js_skip(&whole, &span, &len) < 0)
+			return -1;
+		if (parse_envelope(span, len, &e)) {
+			sb_add(out, *copied, (size_t)(span - *copied));
+			add_revealed(out, span, &e);
+			*copied = span + len;
+			*s = whole;
+			return 0;
+		}
 	}
-	json_decref(env);
-	QASSERT(out != NULL);
-	sb_adds(sb, out);
-	free(out);
+	if (js_begin(s, t == JS_OBJECT ? '{' : '[') < 0)
+		return -1;
+	while ((rc = js_next(s, t == JS_OBJECT ? '}' : ']', &first, NULL, 0, NULL)) == 1)
+		if (reveal_walk(s, out, copied, depth + 1) < 0)
+			return -1;
+	return rc;
 }
 
 void
 pcrypt_reveal_doc(char **json, size_t *len)
 {
-	json_t *doc;
-	char *out;
+	struct strbuf out;
+	struct jscan s;
+	const char *copied;
 
 	if (!*json || !strstr(*json, "\"encrypted\""))
 		return;
-	doc = json_loadb(*json, *len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-	if (!doc)
+	sb_init(&out);
+	copied = *json;
+	js_init(&s, *json, *len);
+	if (reveal_walk(&s, &out, &copied, 0) < 0 || js_end(&s) < 0 || copied == *json) {
+		sb_free(&out);
 		return;
-	if (walk(doc)) {
-		out = json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY);
-		QASSERT(out != NULL);
-		free(*json);
-		*json = out;
-		*len = strlen(out);
 	}
-	json_decref(doc);
+	sb_add(&out, copied, (size_t)(*json + *len - copied));
+	free(*json);
+	*json = sb_steal(&out, len);
 }

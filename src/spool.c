@@ -43,7 +43,7 @@
 #define FAILED_NAME "failed.spool"
 #define LOCK_NAME "queend.lock"
 
-#define DRAIN_BATCH_ITEMS 500		/* records replayed by one call of queen_push */
+#define DRAIN_BATCH_ITEMS 1000		/* records replayed at once (queen_push takes 1000) */
 #define DRAIN_BATCH_BYTES (4u << 20)
 #define DRAIN_BUDGET_MS 500		/* a drain round stops starting batches after this */
 #define DRAIN_INTERVAL_MS 200		/* between rounds while nothing is pending */
@@ -71,6 +71,8 @@ static struct {
 	off_t rpos;
 	int attempts;		/* refusals of the record at rpos */
 	off_t single_until;	/* replay one record at a time up to here (a batch was refused) */
+	off_t recheck_until;	/* up to here every record may be stored (a batch was stored in
+				 * part): the replay asks, as for records flagged sent */
 	int64_t retry_at;	/* monotonic ms before which the refused record is not retried */
 } sp = {
 	.mu = PTHREAD_MUTEX_INITIALIZER, .drained = PTHREAD_COND_INITIALIZER, .dirfd = -1, .lockfd = -1, .wfd = -1, .rfd = -1,
@@ -880,6 +882,7 @@ drop_first(void)
 	sp.rpos = 0;
 	sp.attempts = 0;
 	sp.single_until = 0;
+	sp.recheck_until = 0;
 }
 
 /* Counts k records of segment seq as committed, the drainer being at pos now; removes the
@@ -925,11 +928,13 @@ set_aside(const struct rec *r)
 }
 
 /* Of the k records of a batch, those sent to the database before they were spooled may be
- * stored already (the connection dropped between commit and answer): asks the database
+ * stored already (the connection dropped between commit and answer), and with all every one
+ * may (a replay of the batch was stored in part, some lanes having committed): asks the database
  * (queen_spool_stored) and sets those to "duplicate", moving the others to the front of
  * items. Returns how many are left to push, or -1 when the database cannot be asked. */
 static long
-leave_out_stored(struct dbconn *db, struct rec *recs, struct push_item **items, size_t k)
+leave_out_stored(struct dbconn *db, struct rec *recs, struct push_item **items, size_t k,
+		 int all)
 {
 	struct strbuf sb[3];
 	const char *params[3];
@@ -943,7 +948,7 @@ leave_out_stored(struct dbconn *db, struct rec *recs, struct push_item **items, 
 		sb_addc(&sb[m], '{');
 	}
 	for (size_t i = 0; i < k; i++) {
-		if (!(recs[i].flags & F_SENT))
+		if (!all && !(recs[i].flags & F_SENT))
 			continue;
 		for (int m = 0; m < 3; m++)
 			if (n)
@@ -1008,7 +1013,7 @@ drain_step(struct dbconn *db)
 	off_t size, pos;
 	size_t k = 0, bytes = 0, max;
 	enum spool_rec_state st = SPOOL_REC_OK;
-	int go_on = 1, unreadable = 0;
+	int go_on = 1, unreadable = 0, stored_some = 0, refused = 0;
 	long left;
 	enum qe e;
 
@@ -1032,6 +1037,7 @@ drain_step(struct dbconn *db)
 		sp.rpos = 0;
 		sp.attempts = 0;
 		sp.single_until = 0;
+		sp.recheck_until = 0;
 		if (sp.rfd < 0) {
 			int gone = errno == ENOENT;
 
@@ -1114,8 +1120,9 @@ drain_step(struct dbconn *db)
 		goto out;
 	}
 
-	left = leave_out_stored(db, recs, items, k);
-	e = left < 0 ? QE_DB : left == 0 ? QE_OK : h_push_store(db, items, (size_t)left, 1);
+	left = leave_out_stored(db, recs, items, k, sp.rpos < sp.recheck_until);
+	e = left < 0 ? QE_DB : left == 0 ? QE_OK
+	    : h_push_replay(db, items, (size_t)left, &stored_some, &refused);
 	if (e == QE_OK) {
 		size_t dup = 0;
 
@@ -1126,7 +1133,9 @@ drain_step(struct dbconn *db)
 		goto out;
 	}
 	go_on = 0;
-	if (!db_ok(db))
+	if (stored_some && sp.recheck_until < pos)
+		sp.recheck_until = pos;
+	if (!refused)
 		goto out;	/* unreachable again: the next round retries */
 	if (k > 1) {
 		/* Refused: go through this batch one record at a time to find which. */

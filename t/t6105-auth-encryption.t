@@ -79,6 +79,23 @@ unlike($pg->psql("SELECT payload FROM queen_timers"), qr/\Q$marker\E/, 'its time
 ($s, $j) = $b->get('/api/v1/timers/enc/later');
 is_deeply($j->{payload}, { secret => $marker }, 'timer peek: plaintext');
 
+# The plaintext comes back as it was sent, as from a plain queue: an integer past 64 bits, the
+# form of a number and a repeated key are the client's, not a JSON library's.
+my $odd = '{"n":123456789012345678901234567890,"f":1.10,"d":1,"d":2}';
+($s) = $b->request('POST', '/api/v1/push', '{"items":[{"queue":"enc","transactionId":"odd1",'
+	. '"payload":' . $odd . '},{"queue":"plain","transactionId":"odd2","payload":' . $odd . '}]}');
+is($s, 201, 'push a payload a JSON tree would not hold');
+for my $q (qw(enc plain)) {
+	my (undef, $p, undef, $raw) = $b->request('GET', "/api/v1/pop/queue/$q?batch=100"
+		. '&consumerGroup=odd&subscriptionMode=all');
+	my ($it) = grep { $_->{transactionId} =~ /^odd/ } @{ $p->{messages} // [] };
+	ok($it && index($raw, '"data":' . $odd) >= 0, "pop from the $q queue returns it as sent");
+	next unless $q eq 'enc' && $it;
+	(undef, undef, undef, $raw) = $b->request('GET', "/api/v1/messages/$it->{partitionId}/odd1");
+	ok(index($raw, '123456789012345678901234567890') >= 0 && $raw !~ /isEncrypted/,
+		'message detail: the same plaintext');
+}
+
 # The spool never holds plaintext either.
 $b->post_json('/api/v1/system/maintenance', { enabled => jtrue });
 ($s, $j) = $b->push_items({ queue => 'enc', transactionId => 'sp1', payload => { secret => $marker } });
@@ -106,6 +123,10 @@ my $only2 = start_queend(QUEEN_ENCRYPTION_KEY => $k2);
 is_true($by{e2}{isEncrypted}, 'an envelope no configured key opens comes back with isEncrypted:true');
 ok(exists $by{e2}{encrypted} && exists $by{e2}{iv}, '... as the stored envelope');
 is_deeply($by{new1}, { v => 'k2' }, '... while what the key opens is plaintext');
+my ($e2) = grep { $_->{transactionId} eq 'e2' } @{ $j->{messages} };
+($s, $j) = $only2->get("/api/v1/messages/$e2->{partitionId}/e2");
+is_true($j->{payload}{isEncrypted}, 'message detail: the same envelope marked isEncrypted');
+is(join(',', sort keys %{ $j->{payload} }), 'authTag,encrypted,isEncrypted,iv', '... and nothing else');
 $only2->stop;
 
 # Without a key.

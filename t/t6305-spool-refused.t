@@ -2,7 +2,10 @@
 # Refused is not unreachable (SPEC 4, 15): a push the database refuses with an error while it
 # is up stays a failure and is not spooled; a spooled push the database keeps refusing on
 # replay is set aside (failedCount) after a few attempts, and the pushes behind it are still
-# stored, in order.
+# stored, in order. A replay runs on several connections at once (QUEEN_PUSH_LANES), each
+# storing its partitions: when one lane is refused and the others commit, the batch is gone
+# through again one record at a time, and what the other lanes stored is not stored twice, even
+# on a queue that keeps no dedup keys.
 use strict;
 use warnings;
 use FindBin;
@@ -11,7 +14,7 @@ use Test::More;
 use QueenTest;
 
 my $pg = start_pg();
-my $q = start_queend();
+my $q = start_queend(env => { QUEEN_PUSH_LANES => 2 });
 
 sub buffers { (($q->get('/api/v1/status/buffers'))[1] // {}) }
 sub slurp { open my $fh, '<', $_[0] or return ''; local $/; <$fh> }
@@ -51,6 +54,32 @@ subtest 'a replay the database keeps refusing is set aside' => sub {
 	is_deeply(txns($p), [ 'ok-0', 'ok-1', 'ok-2' ], 'the others are stored, in order');
 	my (undef, $m) = $q->get('/metrics');
 	is($m->{spool}{failedCount}, 1, '/metrics spool.failedCount');
+};
+
+subtest 'a replay stored in part by its lanes stores nothing twice' => sub {
+	$q->configure('part', dedupWindowSeconds => 0);
+	$q->post_json('/api/v1/system/maintenance', { enabled => jtrue });
+	my @items = map { { queue => 'part', partition => 'p' . ($_ % 8), payload => { n => $_ } } }
+		0 .. 39;
+	splice @items, 20, 0, { queue => $poison, payload => { n => 'x' } };
+	my ($s, $b) = $q->post_json('/api/v1/push', { items => \@items });
+	is($s, 201, 'one push of 41 items: 201');
+	is(scalar(grep { $_->{status} eq 'buffered' } @$b), 41, 'all buffered');
+	$q->post_json('/api/v1/system/maintenance', { enabled => jfalse });
+	wait_until(sub { buffers()->{pendingCount} == 0 }, 90, 0.25);
+	is(buffers()->{failedCount}, 2, 'the refused item is set aside (failedCount 2)');
+	my (%seen, $bad);
+	for (1 .. 20) {
+		my ($st, $p) = $q->pop('part', batch => 100, partitions => 8);
+		last unless $st == 200;
+		for my $m (@{ $p->{messages} }) {
+			my $n = $m->{data}{n};
+			$bad++ if $seen{$n}++;
+		}
+		$q->ack_all($p);
+	}
+	is(scalar(keys %seen), 40, 'the 40 good items are stored');
+	ok(!$bad, 'none of them twice');
 };
 
 done_testing;

@@ -91,19 +91,25 @@ double samples_pct(struct samples *s, double pct);
 
 /*
  * A JSON object of exactly `size` bytes: {"seq":"0000000000","pad":"..."}.  The ten digits are
- * stamped per message so every payload differs; the padding is random alphanumerics.
+ * stamped per message so every payload differs; the padding is random alphanumerics, the same
+ * in every message, so that a segment of them compresses to a twentieth.  A unique payload
+ * draws its padding anew for every message (random hex, as ids, hashes and ciphertext are):
+ * nothing to gain for the compression of PostgreSQL, as with most real traffic.
  */
 struct payload {
 	char *text;
 	size_t len;
 	size_t seq_at;
+	size_t pad_at;
 	const char *tag;	/* for queue names: 100b, 1k */
 	int base;		/* index into base_rate */
+	bool unique;		/* the padding differs in every message */
 };
 
 extern struct payload payloads[2];	/* 100 B and 1 KiB */
 
 void payload_init(struct payload *pl, size_t size, const char *tag, int base);
+/* Stamps seq into a copy of pl->text (and, for a unique payload, its padding). */
 void payload_stamp(char *copy, const struct payload *pl, uint64_t seq);
 void buf_add_payload(struct buf *b, const struct payload *pl, uint64_t seq);
 
@@ -313,6 +319,7 @@ struct pop_run {
 	double *t_popped;	/* when set: [seq of the payload] = when its pop was answered */
 	uint64_t t_cap;		/* entries of t_popped */
 	long repeated;		/* with t_popped: messages popped again (redelivered) */
+	long distinct;		/* with t_popped: messages popped at least once */
 	bool outage;		/* 503 answers are refusals, not failures */
 	long refused;
 };
@@ -363,6 +370,7 @@ void phase_outage(void);
 
 /* Figures shared between phases of one run: 0 = not measured in this run. */
 extern double fig_push_b100;		/* push b100 1KiB 16c 10p, msg/s */
+extern double fig_push_b1;		/* push b1 1KiB 16c 10p, msg/s */
 extern double fig_drain_10p;		/* drain 10p, 4 consumers, msg/s */
 
 #endif

@@ -187,17 +187,33 @@ void payload_init(struct payload *pl, size_t size, const char *tag, int base)
 	memcpy(pl->text + size - 2, "\"}", 3);
 	pl->len = size;
 	pl->seq_at = strlen("{\"seq\":\"");
+	pl->pad_at = hl;
 	pl->tag = tag;
 	pl->base = base;
+	pl->unique = false;
 }
 
 void payload_stamp(char *copy, const struct payload *pl, uint64_t seq)
 {
+	/* An odd multiplier keeps the state non-zero, as rng_next needs. */
+	uint64_t rng = (seq + 1) * 0x9e3779b97f4a7c15ULL, r = 0;
 	char *d = copy + pl->seq_at;
 
 	for (int i = 9; i >= 0; i--) {
 		d[i] = (char)('0' + seq % 10);
 		seq /= 10;
+	}
+	if (pl->unique) {
+		static const char hex[] = "0123456789abcdef";
+		char *p = copy + pl->pad_at, *end = copy + pl->len - 2;
+
+		for (int left = 0; p < end; p++, left--, r >>= 4) {
+			if (left == 0) {
+				r = rng_next(&rng);
+				left = 16;
+			}
+			*p = hex[r & 15];
+		}
 	}
 }
 

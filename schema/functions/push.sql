@@ -319,32 +319,44 @@ RETURNS TABLE (idx int, status text, message_id uuid, queue_id uuid, partition_i
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
+	v_dup int[];		-- 1-based input indexes whose key their own message id holds
+	v_doff bigint[];	-- and the offsets they were stored at
 	v_rest int[];		-- 1-based input indexes still to push
 BEGIN
-	RETURN QUERY
-	SELECT (u.o - 1)::int, 'duplicate'::text, u.mid, p.queue_id, p.id, d.off,
-	       p.next_offset - 1
-	FROM unnest(p_queue, p_partition, p_id, p_txn) WITH ORDINALITY AS u (q, pn, mid, txn, o)
-	JOIN queen_queues q ON q.name = u.q
-	JOIN queen_partitions p ON p.queue_id = q.id AND p.name = u.pn
-	JOIN queen_dedup d ON d.partition_id = p.id AND d.txn_id = queen_txn_key(u.txn)
-			  AND d.message_id = u.mid
-	WHERE u.txn IS NOT NULL;
-
-	SELECT array_agg(u.o::int ORDER BY u.o) INTO v_rest
-	FROM unnest(p_queue, p_partition, p_id, p_txn) WITH ORDINALITY AS u (q, pn, mid, txn, o)
-	WHERE u.txn IS NULL OR NOT EXISTS (
-		SELECT 1 FROM queen_queues q
+	-- One probe of the dedup key's primary key per item, the keys computed first: a join on
+	-- the key expression let the planner scan all of a partition's keys for every item
+	-- (quadratic in the dedup window over a long replay).
+	WITH k AS MATERIALIZED (
+		SELECT u.o, u.mid, p.id AS pid, queen_txn_key(u.txn) AS key
+		FROM unnest(p_queue, p_partition, p_id, p_txn) WITH ORDINALITY
+			AS u (q, pn, mid, txn, o)
+		JOIN queen_queues q ON q.name = u.q
 		JOIN queen_partitions p ON p.queue_id = q.id AND p.name = u.pn
-		JOIN queen_dedup d ON d.partition_id = p.id AND d.txn_id = queen_txn_key(u.txn)
-				  AND d.message_id = u.mid
-		WHERE q.name = u.q);
-	IF v_rest IS NULL THEN
-		RETURN;
-	END IF;
-	IF cardinality(v_rest) = cardinality(p_id) THEN
+		WHERE u.txn IS NOT NULL
+	)
+	SELECT array_agg(k.o::int ORDER BY k.o), array_agg(d.off ORDER BY k.o)
+	INTO v_dup, v_doff
+	FROM k CROSS JOIN LATERAL (
+		SELECT d.off FROM queen_dedup d
+		WHERE d.partition_id = k.pid AND d.txn_id = k.key AND d.message_id = k.mid
+		LIMIT 1) d;
+	IF v_dup IS NULL THEN
 		RETURN QUERY SELECT * FROM queen_push(p_pid, p_queue, p_partition, p_id, p_txn,
 						      p_trace, p_payload, p_sub);
+		RETURN;
+	END IF;
+
+	RETURN QUERY
+	SELECT (x.o - 1)::int, 'duplicate'::text, p_id[x.o], p.queue_id, p.id, x.off,
+	       p.next_offset - 1
+	FROM unnest(v_dup, v_doff) AS x (o, off)
+	JOIN queen_queues q ON q.name = p_queue[x.o]
+	JOIN queen_partitions p ON p.queue_id = q.id AND p.name = p_partition[x.o];
+
+	SELECT array_agg(i ORDER BY i) INTO v_rest
+	FROM generate_subscripts(p_id, 1) AS i
+	WHERE i <> ALL (v_dup);
+	IF v_rest IS NULL THEN
 		RETURN;
 	END IF;
 	RETURN QUERY
