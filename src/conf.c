@@ -123,8 +123,9 @@ static const struct conf_def conf_table[] = {
 	{ "QUEEN_GROUP_COMMIT_ITEMS", NULL, CT_INT, F(group_commit_items), "2000", 1, 100000,
 	  NULL, 1, 0, "most push items coalesced into one transaction" },
 	{ "QUEEN_PUSH_LANES", NULL, CT_INT, F(push_lanes), "2", 1, 64, NULL, 1, 0,
-	  "push batches running at once (waiting pushes join the next one), and the shards "
-	  "by partition each batch is stored in at once" },
+	  "push batches running at once (waiting pushes join the next one), the shards "
+	  "by partition each batch is stored in at once, and the connections a spool "
+	  "replay uses at once" },
 	{ "QUEEN_INDEX_RESYNC_MS", NULL, CT_INT, F(index_resync_ms), "10000", 100, 86400000,
 	  NULL, 1, 0, "interval of the partition index resync from PostgreSQL, ms" },
 	{ "QUEEN_MAX_PUSH_ITEMS", NULL, CT_INT, F(max_push_items), "10000", 1, 10000000, NULL, 1,

@@ -148,19 +148,17 @@ h_pop_prepare(struct req *r)
 }
 
 /* Autopilot width (SPEC 5): as many of the candidates, in the order SQL tries them, as it takes
- * for their backlogs (as last seen) to fill the batch, and no more than the partitions with
- * ready data; clamped to [1, 64]. Partitions holding a message or two each give wide pops,
- * a few deep partitions narrow ones: every partition claimed costs a row lock and a lease. */
+ * for their backlogs (as last seen) to fill the batch; clamped to [1, 64]. Partitions holding
+ * a message or two each give wide pops, a few deep partitions narrow ones: every partition
+ * claimed costs a row lock and a lease. */
 static int64_t
-autopilot_width(int ready, const int64_t *backlog, int n, int64_t batch)
+autopilot_width(const int64_t *backlog, int n, int64_t batch)
 {
 	int64_t sum = 0;
 	int w = 0;
 
 	while (w < n && w < 64 && sum < batch)
 		sum += backlog[w++];
-	if (w > ready)
-		w = ready;
 	return w < 1 ? 1 : w;
 }
 
@@ -262,8 +260,9 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	int64_t *backlog = NULL;
 	struct strbuf cand_sb;
 	char lease_id[UUID_STR_LEN], batch[24], width[24], lease_s[24];
-	int n = -1, ready = 0;
+	int n = -1;
 	int64_t parts = j->partitions;
+	int autop = j->autopilot && !j->partitions_sent;
 	uint64_t mark;
 	PGresult *res;
 	enum qe e;
@@ -274,18 +273,16 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	j->unknown = 0;
 	sb_init(&cand_sb);
 	if (j->queue) {
-		cands = malloc(sizeof(*cands) * MAX_CANDIDATES);
-		backlog = malloc(sizeof(*backlog) * MAX_CANDIDATES);
-		QASSERT(cands != NULL && backlog != NULL);
-		/* Offer SQL a few more partitions than it may claim: some will be taken by
-		 * other pops meanwhile (SKIP LOCKED). Autopilot may claim up to 64. */
-		int64_t most = j->autopilot && !j->partitions_sent ? 64 : parts;
+		/* Autopilot may claim up to 64 partitions: look at enough to choose. */
+		int64_t most = autop ? 64 : parts;
+		int max = (int)(most * 4 > MAX_CANDIDATES ? MAX_CANDIDATES
+				: (most * 4 < 8 ? 8 : most * 4));
 
-		n = pidx_candidates(j->queue, j->partition, j->gh, cands, backlog,
-				    (int)(most * 4 > MAX_CANDIDATES ? MAX_CANDIDATES
-						 : (most * 4 < 8 ? 8 : most * 4)),
-				    recheck_wall,
-				    j->autopilot && !j->partitions_sent ? &ready : NULL);
+		cands = malloc(sizeof(*cands) * (size_t)max);
+		backlog = malloc(sizeof(*backlog) * (size_t)max);
+		QASSERT(cands != NULL && backlog != NULL);
+		n = pidx_candidates(j->queue, j->partition, j->gh, cands, backlog, max,
+				    recheck_wall);
 		j->unknown = n < 0;
 		if (n == 0) {
 			*had_candidates = 0;
@@ -293,9 +290,18 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 			free(backlog);
 			return QE_OK;
 		}
+		if (autop && n > 0)
+			parts = autopilot_width(backlog, n, j->batch);
+		/* Offer SQL twice the partitions it may claim (at least 8): some will be
+		 * taken by other pops meanwhile (SKIP LOCKED), and concurrent pops are
+		 * handed disjoint ranges. Every candidate costs SQL a few index probes. */
 		if (n > 0) {
+			int offer = parts * 2 < 8 ? 8 : (int)parts * 2;
+
+			if (offer > n)
+				offer = n;
 			sb_addc(&cand_sb, '{');
-			for (int i = 0; i < n; i++) {
+			for (int i = 0; i < offer; i++) {
 				if (i)
 					sb_addc(&cand_sb, ',');
 				sb_adds(&cand_sb, cands[i]);
@@ -303,10 +309,10 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 			sb_addc(&cand_sb, '}');
 		}
 		free(cands);
+		free(backlog);
+	} else if (autop) {
+		parts = 1;
 	}
-	if (j->autopilot && !j->partitions_sent)
-		parts = n > 0 ? autopilot_width(ready, backlog, n, j->batch) : 1;
-	free(backlog);
 	uuid_v7(lease_id);
 	snprintf(batch, sizeof(batch), "%lld", (long long)j->batch);
 	snprintf(width, sizeof(width), "%lld", (long long)parts);

@@ -679,11 +679,10 @@ pending(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block)
 
 int
 pidx_candidates(const char *queue, const char *partition, uint64_t gh,
-		char (*ids)[UUID_STR_LEN], int64_t *backlog, int max, int64_t *recheck,
-		int *ready)
+		char (*ids)[UUID_STR_LEN], int64_t *backlog, int max, int64_t *recheck)
 {
 	int64_t now = wall_now_ms(), block, np;
-	int n = 0, nready = 0;
+	int n = 0;
 
 	*recheck = 0;
 	urcu_memb_read_lock();
@@ -697,7 +696,6 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 			if (backlog)
 				backlog[n] = np;
 			n++;
-			nready = 1;
 		} else {
 			*recheck = block;
 		}
@@ -715,23 +713,19 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 			 * the same partitions only skip each other's claims. */
 			size_t start = atomic_fetch_add(&q->rotor, (unsigned)max) % len;
 
-			/* Without a count to make, the scan ends at max candidates. The
-			 * recheck time of a cut scan is unknown (0): a pop that then gets
-			 * nothing from SQL looks again soon rather than at a lease the
+			/* The recheck time of a cut scan is unknown (0): a pop that then
+			 * gets nothing from SQL looks again soon rather than at a lease the
 			 * scan happened to see. */
 			size_t i;
 
-			for (i = 0; i < len && (ready || n < max); i++) {
+			for (i = 0; i < len && n < max; i++) {
 				struct pq_part *p = parts->p[(start + i) % len];
 
 				if ((np = pending(p, gh, now, &block)) > 0) {
-					nready++;
-					if (n < max) {
-						memcpy(ids[n], p->id, UUID_STR_LEN);
-						if (backlog)
-							backlog[n] = np;
-						n++;
-					}
+					memcpy(ids[n], p->id, UUID_STR_LEN);
+					if (backlog)
+						backlog[n] = np;
+					n++;
 				} else if (block && (*recheck == 0 || block < *recheck)) {
 					*recheck = block;
 				}
@@ -741,7 +735,5 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 		}
 	}
 	urcu_memb_read_unlock();
-	if (ready)
-		*ready = nready;
 	return n;
 }

@@ -73,13 +73,12 @@ void pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions
  * group's committed offset and whose lease has lapsed, as last seen, in rotating order.
  * Returns their number (up to max), or -1 when the queue (or named partition) is unknown to
  * the index and SQL must look for itself. *recheck is set to the earliest wall time (ms) at
- * which a partition skipped for its lease becomes claimable, or 0. *ready counts every
- * partition with work (not only the max returned), for autopilot; with ready NULL the scan
- * stops at max candidates. backlog (NULL = not wanted) receives, per candidate, how many
+ * which a partition skipped for its lease becomes claimable, or 0. The scan stops at max
+ * candidates: a pop over 100,000 partitions reads a few hundred of them, not all. backlog
+ * (NULL = not wanted) receives, per candidate, how many
  * offsets the group has to read there as last seen (the whole log for a group the index has
  * not seen on it). Consecutive calls start max partitions apart. */
 int pidx_candidates(const char *queue, const char *partition, uint64_t group_hash,
-		    char (*ids)[UUID_STR_LEN], int64_t *backlog, int max, int64_t *recheck,
-		    int *ready);
+		    char (*ids)[UUID_STR_LEN], int64_t *backlog, int max, int64_t *recheck);
 
 #endif

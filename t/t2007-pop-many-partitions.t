@@ -199,4 +199,50 @@ subtest 'first contact with 3,000 partitions: new, all, subscriptionFrom' => sub
 	is(scalar(grep { /-new$/ } @$got), 0, 'the four it read did not move');
 };
 
+subtest 'first contact claimed in the pop itself: leases, retries, autoAck, racing consumers' => sub {
+	push_spread('fc', 40, 'f', tag => $_) for qw(a b c);
+	my ($s, $b) = $q->pop('fc', batch => 100, autopilot => 'true', consumerGroup => 'lz',
+		subscriptionMode => 'all', leaseSeconds => 1);
+	is($s, 200, 'a group meets 40 partitions of 3');
+	is(scalar @{ $b->{messages} }, 100, 'a full batch');
+	is($b->{partitionsClaimed}, 34, 'from 34 partitions (the last one partly)');
+	is(scalar(grep { $_->{deliveryAttempt} != 1 } @{ $b->{messages} }), 0, 'deliveryAttempt 1');
+	my %by;
+	push @{ $by{ $_->{partition} } }, $_->{offset} for @{ $b->{messages} };
+	is(scalar(grep { join(',', @{ $by{$_} }) !~ /^0(,1(,2)?)?$/ } keys %by), 0,
+		'each partition from offset 0, in order');
+	is(cursors('lz'), 34, 'a cursor row per partition claimed');
+	($s) = $q->pop('fc', consumerGroup => 'lz', partition => $b->{messages}[0]{partition});
+	is($s, 204, 'a partition claimed at first contact is leased');
+	sleep 1.3;
+	my ($s2, $b2) = $q->pop('fc', batch => 200, consumerGroup => 'lz', partitions => 40);
+	is(scalar(grep { $_->{offset} == 0 && $_->{deliveryAttempt} == 2 } @{ $b2->{messages} }),
+		34, 'the lapsed first-contact leases: redelivered from 0 with deliveryAttempt 2');
+	is(scalar(grep { $_->{offset} == 0 && $_->{deliveryAttempt} == 1 } @{ $b2->{messages} }),
+		6, 'the six partitions not met before: deliveryAttempt 1');
+
+	($s, $b) = $q->pop('fc', batch => 100, autopilot => 'true', consumerGroup => 'aa',
+		subscriptionMode => 'all', autoAck => 'true');
+	is(scalar @{ $b->{messages} }, 100, 'autoAck at first contact: 100 messages');
+	($s, $b2) = $q->pop('fc', batch => 100, autopilot => 'true', consumerGroup => 'aa');
+	is(scalar @{ $b2->{messages} }, 20, 'committed at once: the next pop gets the other 20');
+	my %seen;
+	is(scalar(grep { $seen{ $_->{transactionId} }++ } @{ $b->{messages} }, @{ $b2->{messages} }),
+		0, 'none of them twice');
+
+	# Four consumers meeting the same 300 fresh partitions at once.
+	push_spread('race', 300, 'r', tag => $_) for qw(a b c);
+	my @kids = map { bg(sub { drain('race', consumerGroup => 'racers',
+		subscriptionMode => 'all') }) } 1 .. 4;
+	my @res = map { $_->result(120) } @kids;
+	is_deeply([ map { ref $_ eq 'HASH' ? $_->{error} : () } @res ], [],
+		'four consumers drained');
+	my @got = map { ref $_ eq 'ARRAY' ? @$_ : () } @res;
+	my %count;
+	$count{$_}++ for @got;
+	is(scalar keys %count, 900, 'every message delivered');
+	is(scalar(grep { $count{$_} > 1 } keys %count), 0, 'none twice');
+	is(cursors('racers'), 300, 'one cursor row per partition');
+};
+
 done_testing;

@@ -319,6 +319,7 @@ struct pop_run {
 	double *t_popped;	/* when set: [seq of the payload] = when its pop was answered */
 	uint64_t t_cap;		/* entries of t_popped */
 	long repeated;		/* with t_popped: messages popped again (redelivered) */
+	long distinct;		/* with t_popped: messages popped at least once */
 	bool outage;		/* 503 answers are refusals, not failures */
 	long refused;
 };
@@ -369,6 +370,7 @@ void phase_outage(void);
 
 /* Figures shared between phases of one run: 0 = not measured in this run. */
 extern double fig_push_b100;		/* push b100 1KiB 16c 10p, msg/s */
+extern double fig_push_b1;		/* push b1 1KiB 16c 10p, msg/s */
 extern double fig_drain_10p;		/* drain 10p, 4 consumers, msg/s */
 
 #endif

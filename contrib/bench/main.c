@@ -113,7 +113,7 @@ static void usage(FILE *out)
 		"  --duration SECONDS   length of each baseline and push phase and of the retention\n"
 		"                       push window (default 10)\n"
 		"  --steady SECONDS     length of the steady phase (default 60)\n"
-		"  --pg-cmd CMD         `CMD stop` stops PostgreSQL at once, `CMD start` starts it\n"
+		"  --pg-cmd CMD         `CMD stop` stops PostgreSQL, `CMD start` starts it\n"
 		"                       and waits (the outage phase; bench.sh passes one)\n"
 		"  --outage SECONDS     how long PostgreSQL stays stopped (default 10)\n"
 		"  --quick              small sizes for a smoke run (2 s phases, 10k pop and drain\n"

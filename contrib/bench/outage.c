@@ -1,12 +1,13 @@
 /*
  * queen-bench phase "outage": PostgreSQL stops under load and comes back (SPEC 15, 19).
- * Producers push batch 100 of 1 KiB over 10 partitions from 16 connections while 4 consumers
- * of one group long-poll pop and ack, as in the steady phase; after 3 s PostgreSQL is stopped
- * (`--pg-cmd CMD`: `CMD stop` is an immediate stop, `CMD start` a start that waits) for
- * --outage seconds, then the load goes on for 10 s more and the consumers drain what is left.
- * It runs twice: paced to half the push capacity measured in this run, then unpaced (full
- * load).  A thread of its own runs the outage and polls GET /api/v1/status/buffers every
- * 50 ms.
+ * Producers push 1 KiB items over 10 partitions from 16 connections while 4 consumers of one
+ * group long-poll pop and ack, as in the steady phase; after 3 s PostgreSQL is stopped
+ * (`--pg-cmd CMD`: `CMD stop` stops it, `CMD start` starts it and waits) for
+ * --outage seconds, then the load goes on for 10 s more and the consumers take everything
+ * that was acknowledged (they give up after 90 s without progress).  Three runs: pushes of
+ * one item paced to half of what 16 connections reach with them (push b1 16c), pushes of 100
+ * paced to half of push b100 16c, and pushes of 100 unpaced (full load).  A thread of its own
+ * runs the outage and polls GET /api/v1/status/buffers every 50 ms.
  *
  * Figures: items acknowledged (queued or buffered) and how many were buffered; the most the
  * spool held and how long after the database's return it was empty (target 5 s at half load;
@@ -27,7 +28,6 @@
 #define OUTAGE_PARTITIONS	10
 #define OUTAGE_LEAD_S		3.0	/* load before the stop */
 #define OUTAGE_AFTER_S		10.0	/* load after the return */
-#define OUTAGE_SETTLE_S		60.0	/* the consumers' limit once the producers stopped */
 #define OUTAGE_LEASE_S		5	/* leaseTime of the queue: redeliveries come soon */
 
 struct outage_ctl {
@@ -35,7 +35,9 @@ struct outage_ctl {
 	struct pop_run *cons;
 	double t_down, t_back, t_empty;	/* t_empty: first empty spool after t_back, 0 = never */
 	long spool_most;
+	long spool_at[64];		/* the spool each second after the return, -1 = unread */
 	bool pg_failed;
+	bool done;			/* the consumers are done (atomic) */
 };
 
 static long spool_pending_now(struct hclient *h)
@@ -67,7 +69,7 @@ static void *outage_producers(void *arg)
 	return NULL;
 }
 
-/* The outage, and the spool's size every 50 ms until the producers stop. */
+/* The outage, and the spool's size every 50 ms until the consumers are done. */
 static void *outage_control(void *arg)
 {
 	struct outage_ctl *ctl = arg;
@@ -89,11 +91,16 @@ static void *outage_control(void *arg)
 	if (!pg_cmd("start"))
 		ctl->pg_failed = true;
 	ctl->t_back = now();
-	while (now() < ctl->prod->stop_at) {
+	for (int i = 0; i < 64; i++)
+		ctl->spool_at[i] = -1;
+	while (!__atomic_load_n(&ctl->done, __ATOMIC_ACQUIRE)) {
 		long n = spool_pending_now(&h);
+		int sec = (int)(now() - ctl->t_back);
 
 		if (n > ctl->spool_most)
 			ctl->spool_most = n;
+		if (sec < 64 && ctl->spool_at[sec] < 0)
+			ctl->spool_at[sec] = n;
 		if (n == 0 && ctl->t_empty == 0)
 			ctl->t_empty = now();
 		usleep(50000);
@@ -124,6 +131,8 @@ static void outage_report(const char *label, struct outage_ctl *ctl, double targ
 	struct samples after = { 0 };
 	double first_queued = 0, first_pop = 0;
 	long lost = 0, acked = prod->queued + prod->buffered;
+	char missing[160] = "";
+	size_t mlen = 0;
 	char l[96], note[200];
 
 	for (uint64_t s = 0; s < prod->seq && s < prod->t_cap; s++) {
@@ -131,8 +140,11 @@ static void outage_report(const char *label, struct outage_ctl *ctl, double targ
 
 		if (prod->how[s] == 0)
 			continue;
-		if (tp == 0)
-			lost++;
+		if (tp == 0 && lost++ < 4 && mlen < sizeof(missing) - 40)
+			mlen += (size_t)snprintf(missing + mlen, sizeof(missing) - mlen,
+						 " seq %llu %s at %+.2f s", (unsigned long long)s,
+						 prod->how[s] == 1 ? "queued" : "buffered",
+						 tq - ctl->t_down);
 		if (prod->how[s] == 1 && tq >= ctl->t_back && (first_queued == 0 || tq < first_queued))
 			first_queued = tq;
 		if (tp >= ctl->t_back && (first_pop == 0 || tp < first_pop))
@@ -141,20 +153,25 @@ static void outage_report(const char *label, struct outage_ctl *ctl, double targ
 			samples_add(&after, tp > tq ? tp - tq : 0);
 	}
 	if (target_rate > 0)
-		snprintf(note, sizeof(note), "[paced to %.0f msg/s = capacity / 2; %ld buffered, "
-			 "%ld refused]", target_rate, prod->buffered, prod->refused);
+		snprintf(note, sizeof(note), "[batch %d paced to %.0f msg/s = capacity / 2; %ld "
+			 "buffered, %ld refused]", prod->batch, target_rate, prod->buffered,
+			 prod->refused);
 	else
-		snprintf(note, sizeof(note), "[unpaced; %ld buffered, %ld refused]",
-			 prod->buffered, prod->refused);
+		snprintf(note, sizeof(note), "[batch %d unpaced; %ld buffered, %ld refused]",
+			 prod->batch, prod->buffered, prod->refused);
 	snprintf(l, sizeof(l), "%s acknowledged", label);
 	figure(l, (double)acked, "items", -1, note);
-	snprintf(note, sizeof(note), "[outage %.1f s, spool held at most %ld]",
-		 ctl->t_back - ctl->t_down, ctl->spool_most);
+	snprintf(note, sizeof(note), "[outage %.1f s, spool held at most %ld, load went on for "
+		 "%.1f s after the return]", ctl->t_back - ctl->t_down, ctl->spool_most,
+		 prod->stop_at - ctl->t_back);
 	snprintf(l, sizeof(l), "%s spool empty after return", label);
 	figure(l, ctl->t_empty > 0 ? ctl->t_empty - ctl->t_back : -1, "s", -1,
-	       target_rate > 0 ? "(target <= 5; -1 = not while the load went on)"
-			       : "(target: it empties; -1 = not while the load went on)");
-	printf("  %s\n", note);
+	       target_rate > 0 ? "(target <= 5; -1 = never)"
+			       : "(target: it empties while the load goes on; -1 = never)");
+	printf("  %s; each second after the return:", note);
+	for (int i = 0; i < 64 && ctl->spool_at[i] >= 0; i++)
+		printf(" %ld", ctl->spool_at[i]);
+	printf("\n");
 	snprintf(l, sizeof(l), "%s first queued push after return", label);
 	figure(l, first_queued > 0 ? first_queued - ctl->t_back : -1, "s", -1, "(target < 2)");
 	snprintf(l, sizeof(l), "%s first delivery after return", label);
@@ -167,16 +184,21 @@ static void outage_report(const char *label, struct outage_ctl *ctl, double targ
 	figure(l, samples_pct(&after, 95), "s", -1, note);
 	snprintf(l, sizeof(l), "%s longest push", label);
 	figure(l, samples_pct(&prod->lat, 100), "s", -1, NULL);
-	snprintf(note, sizeof(note), "[%ld deliveries repeated, %ld pop/ack refusals] (target 0)",
-		 cons->repeated, cons->refused);
-	snprintf(l, sizeof(l), "%s lost", label);
+	snprintf(note, sizeof(note), "[%ld deliveries repeated, %ld pop/ack refusals%s] (target 0)",
+		 cons->repeated, cons->refused, cons->stalled ? "; consumers gave up" : "");
+	snprintf(l, sizeof(l), "%s not delivered", label);
 	figure(l, (double)lost, "items", -1, note);
+	if (lost > 0)
+		printf("  not delivered (time from the stop):%s\n", missing);
 	if (lost > 0)
 		grand_failures++;
 	free(after.v);
 }
 
-static void outage_run(const char *label, double capacity, bool half)
+/* One run: batch items a push, paced to `rate` msg/s in all (0 = unpaced, at most about
+ * `capacity`). */
+static void outage_run(const char *label, const char *tag, int batch, double rate,
+		       double capacity)
 {
 	struct push_run prod = { 0 };
 	struct pop_run cons = { 0 };
@@ -184,9 +206,9 @@ static void outage_run(const char *label, double capacity, bool half)
 	char queue[128], group[96];
 	double window = OUTAGE_LEAD_S + opt.outage_seconds + OUTAGE_AFTER_S, elapsed;
 	pthread_t producers, control;
-	uint64_t cap = (uint64_t)(capacity * 4 * window) + 100000;
+	uint64_t cap = (uint64_t)((rate > 0 ? rate : capacity) * 4 * window) + 100000;
 
-	snprintf(queue, sizeof(queue), "bench-%s-outage-%s", run_id, half ? "half" : "full");
+	snprintf(queue, sizeof(queue), "bench-%s-outage-%s", run_id, tag);
 	snprintf(group, sizeof(group), "bench-%s-outage", run_id);
 	outage_configure(queue);
 	prod.t_queued = calloc(cap, sizeof(double));
@@ -197,30 +219,30 @@ static void outage_run(const char *label, double capacity, bool half)
 	prod.t_cap = cons.t_cap = cap;
 	prod.outage = cons.outage = true;
 	prod.queue = queue;
-	prod.batch = PUSH_BIG_BATCH;
+	prod.batch = batch;
 	prod.nparts = OUTAGE_PARTITIONS;
 	prod.pl = &payloads[1];
 	prod.to_send = -1;
-	prod.rate_per_conn = half ? capacity / 2 / OUTAGE_PRODUCERS : 0;
+	prod.rate_per_conn = rate / OUTAGE_PRODUCERS;
 	prod.stop_at = now() + window;
 	/* Until the producers stop, no target; then everything they got acknowledged. */
 	cons.target = (long)cap * 2;
 	cons.queue = queue;
 	cons.group = group;
-	cons.stop_at = prod.stop_at + OUTAGE_SETTLE_S;
 	buf_addf(&cons.path, "/api/v1/pop/queue/%s?batch=%d&wait=true&timeout=500&consumerGroup="
 		 "%s&subscriptionMode=all", queue, POP_BATCH, group);
 	if (pthread_create(&producers, NULL, outage_producers, &ctl) != 0 ||
 	    pthread_create(&control, NULL, outage_control, &ctl) != 0)
 		die("pthread_create failed");
 	pop_drain(&cons, POP_CONSUMERS, &elapsed);
+	__atomic_store_n(&ctl.done, true, __ATOMIC_RELEASE);
 	pthread_join(producers, NULL);
 	pthread_join(control, NULL);
 	if (ctl.pg_failed) {
 		printf("%s: `%s stop|start` failed; figures left out\n", label, opt.pg_cmd);
 		grand_failures++;
 	} else {
-		outage_report(label, &ctl, half ? capacity / 2 : 0);
+		outage_report(label, &ctl, rate);
 	}
 	failures_print(label, &prod.fail);
 	failures_print(label, &cons.fail);
@@ -232,26 +254,35 @@ static void outage_run(const char *label, double capacity, bool half)
 	buf_free(&cons.path);
 }
 
+/* A push capacity of 16 connections, from the push-load phase or measured here (5 s). */
+static double outage_capacity(double fig, int batch, const char *label)
+{
+	double d = opt.duration, c;
+
+	if (fig > 0)
+		return fig;
+	opt.duration = d < 5 ? d : 5;
+	c = push_figure(batch, OUTAGE_PRODUCERS, &payloads[1], OUTAGE_PARTITIONS, label, NULL,
+			NULL);
+	opt.duration = d;
+	return c;
+}
+
 void phase_outage(void)
 {
-	double capacity = fig_push_b100;
+	double b1, b100;
 
 	if (!opt.pg_cmd) {
 		printf("outage: skipped (no --pg-cmd)\n");
 		return;
 	}
-	if (capacity <= 0) {
-		double d = opt.duration;
-
-		opt.duration = d < 5 ? d : 5;
-		capacity = push_figure(PUSH_BIG_BATCH, OUTAGE_PRODUCERS, &payloads[1],
-				       OUTAGE_PARTITIONS, "outage: push capacity", NULL, NULL);
-		opt.duration = d;
-	}
-	if (capacity <= 0) {
+	b1 = outage_capacity(fig_push_b1, 1, "outage: push capacity b1 16c");
+	b100 = outage_capacity(fig_push_b100, PUSH_BIG_BATCH, "outage: push capacity b100 16c");
+	if (b1 <= 0 || b100 <= 0) {
 		printf("outage: skipped (no push capacity measured)\n");
 		return;
 	}
-	outage_run("outage half load", capacity, true);
-	outage_run("outage full load", capacity, false);
+	outage_run("outage b1 half load", "b1-half", 1, b1 / 2, b1);
+	outage_run("outage b100 half load", "b100-half", PUSH_BIG_BATCH, b100 / 2, b100);
+	outage_run("outage b100 full load", "b100-full", PUSH_BIG_BATCH, 0, b100);
 }

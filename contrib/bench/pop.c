@@ -20,8 +20,10 @@ static enum step pop_next(struct engine *en, struct conn *c)
 		http_request(&c->out, "POST", "/api/v1/ack/batch", pc->ack.p, pc->ack.len);
 		return STEP_SEND;
 	}
-	/* target: the outage phase's producer thread sets it once it knows it */
-	if (ph->acked >= __atomic_load_n(&ph->target, __ATOMIC_ACQUIRE) ||
+	/* target: the outage phase's producer thread sets it once it knows it; a message
+	 * redelivered and acked twice counts once where seqs are tracked */
+	if ((ph->t_popped ? ph->distinct : ph->acked) >=
+	    __atomic_load_n(&ph->target, __ATOMIC_ACQUIRE) ||
 	    (ph->stop_at > 0 && now() >= ph->stop_at))
 		return STEP_STOP;
 	if (now() - ph->last_progress > POP_STALL_S) {
@@ -47,9 +49,10 @@ static void pop_note_seq(struct pop_run *ph, const char *el, const char *e)
 		seq = seq * 10 + (uint64_t)(s[i] - '0');
 	if (seq >= ph->t_cap)
 		return;
-	if (ph->t_popped[seq] == 0)
+	if (ph->t_popped[seq] == 0) {
 		ph->t_popped[seq] = now();
-	else
+		ph->distinct++;
+	} else
 		ph->repeated++;
 }
 

@@ -14,6 +14,7 @@
 #define LOAD_MANY_CONNS	64
 
 double fig_push_b100;
+double fig_push_b1;
 
 void phase_push_load(void)
 {
@@ -29,7 +30,8 @@ void phase_push_load(void)
 	figure_cpu("broker cpu per pushed msg", &m, ph.queued, "(target <= 10)");
 	snprintf(label, sizeof(label), "push b100 1KiB 16c %dp", opt.many_partitions);
 	push_figure(PUSH_BIG_BATCH, LOAD_CONNS, pl, opt.many_partitions, label, NULL, NULL);
-	push_figure(1, LOAD_CONNS, pl, 10, "push b1 1KiB 16c 10p", "(target >= 0.12x)", NULL);
+	fig_push_b1 = push_figure(1, LOAD_CONNS, pl, 10, "push b1 1KiB 16c 10p",
+				  "(target >= 0.12x)", NULL);
 	b1_64 = push_figure(1, LOAD_MANY_CONNS, pl, 10, "push b1 1KiB 64c 10p", NULL, NULL);
 	figure_ratio("push b1 64c vs b100 16c", b1_64, fig_push_b100, "(target >= 0.30)");
 

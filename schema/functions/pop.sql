@@ -49,51 +49,76 @@ BEGIN
 		RETURN;
 	END IF;
 
-	-- The steady state, in one statement: the broker's index named the candidates, and the
-	-- group has met the queue and holds cursors on them.  Claim (SKIP LOCKED, the lease
-	-- condition rechecked on the locked row version), lease and read the slices of the
-	-- segments the leases cover.  Nothing claimed here (a candidate without a cursor yet,
-	-- or every one taken meanwhile) leaves the rest of the function to find out why.
+	-- The steady state, in one statement: the broker's index named the candidates and the
+	-- group has met the queue.  Claim (SKIP LOCKED, the lease condition rechecked on the
+	-- locked row version), lease and read the slices of the segments the leases cover.  A
+	-- candidate the group has no cursor on yet (first contact: a cursor is implied by the
+	-- subscription) is claimed in the same statement by inserting its cursor already leased,
+	-- gated by a try-lock per (partition, group) as SKIP LOCKED gates a row: 10,000 small
+	-- partitions met one pop at a time cost one statement per pop, not five.  Nothing
+	-- claimed here (the group has not met the queue, or every candidate was taken meanwhile)
+	-- leaves the rest of the function to find out why.
 	IF p_candidates IS NOT NULL AND p_queue IS NOT NULL THEN
 		RETURN QUERY
-		WITH cl AS (
+		WITH cand AS (
 			SELECT u.o, p.id AS pid, p.name AS pname, q.name AS qname,
-			       p.next_offset - 1 AS lend,
-			       greatest(c.committed, p.log_start - 1) AS base,
-			       CASE WHEN q.delayed_processing <= 0
-					 OR p.last_created_at <= now() - make_interval(
-						secs => q.delayed_processing)
-				    THEN p.next_offset - 1
-				    ELSE coalesce(queen_offset_at(p.id, now() - make_interval(
-						secs => q.delayed_processing), true),
-						p.next_offset) - 1
-			       END AS vend,
-			       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs
+			       p.next_offset - 1 AS lend, p.log_start, p.created_at AS pcreated,
+			       p.last_created_at AS plast, q.delayed_processing AS delay,
+			       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs,
+			       s.start_at
 			FROM unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
 			JOIN queen_partitions p ON p.id = u.pid
 			JOIN queen_queues q ON q.id = p.queue_id
-			JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+			LEFT JOIN queen_subscriptions s ON s.group_name = v_group
+				AND s.queue_id = q.id
 			WHERE q.name = p_queue
 			  AND (p_partition IS NULL OR p.name = p_partition)
-			  AND (v_qmode OR EXISTS (SELECT 1 FROM queen_subscriptions s
-						  WHERE s.group_name = v_group
-						    AND s.queue_id = q.id))
-			  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
-			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+			  AND (v_qmode OR s.group_name IS NOT NULL)
+			  AND p.next_offset > p.log_start
 			  AND (q.window_buffer <= 0
 			       OR p.last_created_at <= now() - make_interval(
 					secs => q.window_buffer))
-			  AND (q.delayed_processing <= 0 OR EXISTS (
-				SELECT 1 FROM queen_segments s
-				WHERE s.partition_id = p.id
-				  AND s.base_offset <= greatest(c.committed, p.log_start - 1) + 1
-				  AND s.base_offset > greatest(c.committed, p.log_start - 1) + 1 - 1000
-				  AND s.end_offset >= greatest(c.committed, p.log_start - 1) + 1
-				  AND s.created_at <= now() - make_interval(
-					secs => q.delayed_processing)))
-			ORDER BY u.o
+		), held AS (
+			SELECT cand.o, greatest(c.committed, cand.log_start - 1) AS base,
+			       false AS fresh
+			FROM cand
+			JOIN queen_cursors c ON c.partition_id = cand.pid AND c.group_name = v_group
+			WHERE cand.lend > greatest(c.committed, cand.log_start - 1)
+			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+			ORDER BY cand.o
 			LIMIT v_width
 			FOR UPDATE OF c SKIP LOCKED
+		), fresh AS (
+			-- The try-lock is taken after the limit: only on what may be claimed.
+			SELECT n.o, n.base, true AS fresh
+			FROM (SELECT m.o, m.pid, m.base
+			      FROM (SELECT cand.o, cand.pid, cand.lend,
+					   greatest(queen_cursor_start(cand.pid, cand.log_start,
+								       cand.lend + 1, cand.pcreated,
+								       cand.plast, cand.start_at),
+						    cand.log_start - 1) AS base
+				    FROM cand
+				    WHERE NOT EXISTS (SELECT 1 FROM queen_cursors c
+						      WHERE c.partition_id = cand.pid
+							AND c.group_name = v_group)
+				    OFFSET 0) m
+			      WHERE m.lend > m.base
+			      ORDER BY m.o
+			      LIMIT v_width) n
+			WHERE pg_try_advisory_xact_lock(queen_cursor_lock_class(),
+							hashtext(n.pid::text || v_group))
+		), cl AS (
+			SELECT x.o, x.base, x.fresh, cand.pid, cand.pname, cand.qname, cand.lend,
+			       cand.secs,
+			       CASE WHEN cand.delay <= 0
+					 OR cand.plast <= now() - make_interval(secs => cand.delay)
+				    THEN cand.lend
+				    ELSE coalesce(queen_offset_at(cand.pid, now() - make_interval(
+						secs => cand.delay), true), cand.lend + 1) - 1
+			       END AS vend
+			FROM (SELECT * FROM held UNION ALL SELECT * FROM fresh
+			      ORDER BY 1 LIMIT v_width) x
+			JOIN cand ON cand.o = x.o
 		), qt AS (
 			SELECT cl.*,
 			       least(greatest(cl.vend - cl.base, 0),
@@ -116,21 +141,42 @@ BEGIN
 						THEN c.attempt_count + 1 ELSE 1 END,
 				updated_at = now()
 			FROM qt
-			WHERE qt.take > 0 AND c.partition_id = qt.pid AND c.group_name = v_group
+			WHERE NOT qt.fresh AND qt.take > 0
+			  AND c.partition_id = qt.pid AND c.group_name = v_group
 			RETURNING c.partition_id AS pid, c.committed AS cmt,
 				  c.attempt_count AS att, c.lease_expires_at AS lexp
+		), ins AS (
+			-- Another pop that wrote this cursor since the statement began (and
+			-- released its try-lock by committing) wins: nothing is claimed here.
+			INSERT INTO queen_cursors AS c (partition_id, group_name, committed,
+				lease_id, lease_expires_at, batch_end, attempt_base, attempt_count)
+			SELECT qt.pid, v_group,
+			       CASE WHEN v_auto THEN qt.base + qt.take ELSE qt.base END,
+			       CASE WHEN v_auto THEN NULL ELSE v_lease END,
+			       CASE WHEN v_auto THEN NULL
+				    ELSE now() + make_interval(secs => qt.secs) END,
+			       CASE WHEN v_auto THEN NULL ELSE qt.base + qt.take END,
+			       qt.base + 1, 1
+			FROM qt
+			WHERE qt.fresh AND qt.take > 0
+			ORDER BY qt.pid
+			ON CONFLICT DO NOTHING
+			RETURNING c.partition_id AS pid, c.committed AS cmt,
+				  c.attempt_count AS att, c.lease_expires_at AS lexp
+		), got AS (
+			SELECT * FROM upd UNION ALL SELECT * FROM ins
 		)
 		SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
 		       z.created_at, z.att, z.cmt, z.lend, z.lexp, z.sub
 		FROM (SELECT qt.o, qt.pid, qt.pname, qt.qname, s.base_offset + r.lo - 1 AS first,
-			     s.created_at, upd.att, upd.cmt, qt.lend, upd.lexp,
+			     s.created_at, got.att, got.cmt, qt.lend, got.lexp,
 			     generate_series(0, r.hi - r.lo) AS k,
 			     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
 			     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
 			     unnest(s.payloads[r.lo:r.hi]) AS payload,
 			     unnest(s.producer_subs[r.lo:r.hi]) AS sub
 		      FROM qt
-		      JOIN upd ON upd.pid = qt.pid
+		      JOIN got ON got.pid = qt.pid
 		      JOIN queen_segments s ON s.partition_id = qt.pid
 			AND s.base_offset <= qt.base + qt.take
 			AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
