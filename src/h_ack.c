@@ -5,6 +5,7 @@
 #include "dbpool.h"
 #include "h_util.h"
 #include "http.h"
+#include "jscan.h"
 #include "jsonio.h"
 #include "names.h"
 #include "longpoll.h"
@@ -23,6 +24,7 @@
 struct ack_job {
 	size_t n;
 	struct ack_item *items;
+	char *arena;		/* the strings of a scanned body */
 };
 
 static void
@@ -35,6 +37,7 @@ ack_job_free(void *p)
 	for (size_t i = 0; i < j->n; i++)
 		free(j->items[i].err);
 	free(j->items);
+	free(j->arena);
 	free(j);
 }
 
@@ -53,32 +56,23 @@ normalise_status(const char *s)
 	return NULL;
 }
 
-enum qe
-h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const char *group,
-		 struct ack_item *it)
+/* The rules of SPEC 6 on one item's fields (NULL = absent or null; glen and llen the lengths
+ * of group and lease), shared by the tree and the scanner. */
+static enum qe
+set_item(struct req *r, const char *list, size_t i, const char *txn, const char *pid,
+	 const char *status, const char *g, size_t glen, const char *lease, size_t llen,
+	 const char *error, const char *group, struct ack_item *it)
 {
-	char err[128];
-	json_t *t, *p, *s, *g, *l, *e;
 	const char *why;
 
-	if (!json_is_object(o))
-		return req_fail(r, QE_BAD_BODY, "%s[%zu] must be an object", list, i);
-	if (jio_field(o, "transactionId", JIO_STRING, &t, err, sizeof(err)) < 0 ||
-	    jio_field(o, "partitionId", JIO_STRING, &p, err, sizeof(err)) < 0 ||
-	    jio_field(o, "status", JIO_STRING, &s, err, sizeof(err)) < 0 ||
-	    jio_field(o, "consumerGroup", JIO_STRING, &g, err, sizeof(err)) < 0 ||
-	    jio_field(o, "leaseId", JIO_STRING, &l, err, sizeof(err)) < 0 ||
-	    jio_field(o, "error", JIO_STRING, &e, err, sizeof(err)) < 0)
-		return req_fail(r, QE_BAD_BODY, "%s[%zu]: %s", list, i, err);
-	if (g && json_string_length(g) &&
-	    (why = names_invalid(json_string_value(g), json_string_length(g))) != NULL)
+	if (g && glen && (why = names_invalid(g, glen)) != NULL)
 		return req_fail(r, QE_BAD_BODY, "%s[%zu]: consumerGroup %s", list, i, why);
-	it->txn = t ? json_string_value(t) : NULL;
-	it->pid = p ? json_string_value(p) : NULL;
-	it->group = g && json_string_length(g) ? json_string_value(g) : group;
-	it->lease = l && json_string_length(l) ? json_string_value(l) : NULL;
-	it->error = e ? json_string_value(e) : NULL;
-	it->status = normalise_status(s ? json_string_value(s) : "completed");
+	it->txn = txn;
+	it->pid = pid;
+	it->group = g && glen ? g : group;
+	it->lease = lease && llen ? lease : NULL;
+	it->error = error;
+	it->status = normalise_status(status ? status : "completed");
 	if (!it->status)
 		it->fail = "invalid status: expected completed, failed, retry or dlq";
 	else if (!it->txn)
@@ -92,17 +86,202 @@ h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const cha
 	return QE_OK;
 }
 
+static const char *
+str_or_null(json_t *v)
+{
+	return v ? json_string_value(v) : NULL;
+}
+
+enum qe
+h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const char *group,
+		 struct ack_item *it)
+{
+	char err[128];
+	json_t *t, *p, *s, *g, *l, *e;
+
+	if (!json_is_object(o))
+		return req_fail(r, QE_BAD_BODY, "%s[%zu] must be an object", list, i);
+	if (jio_field(o, "transactionId", JIO_STRING, &t, err, sizeof(err)) < 0 ||
+	    jio_field(o, "partitionId", JIO_STRING, &p, err, sizeof(err)) < 0 ||
+	    jio_field(o, "status", JIO_STRING, &s, err, sizeof(err)) < 0 ||
+	    jio_field(o, "consumerGroup", JIO_STRING, &g, err, sizeof(err)) < 0 ||
+	    jio_field(o, "leaseId", JIO_STRING, &l, err, sizeof(err)) < 0 ||
+	    jio_field(o, "error", JIO_STRING, &e, err, sizeof(err)) < 0)
+		return req_fail(r, QE_BAD_BODY, "%s[%zu]: %s", list, i, err);
+	return set_item(r, list, i, str_or_null(t), str_or_null(p), str_or_null(s),
+			str_or_null(g), g ? json_string_length(g) : 0, str_or_null(l),
+			l ? json_string_length(l) : 0, str_or_null(e), group, it);
+}
+
+/* The item fields the scanner reads, in the order of struct scan_fields. */
+static const char *const scan_keys[] = {
+	"transactionId", "partitionId", "status", "consumerGroup", "leaseId", "error",
+};
+
+struct scan_fields {
+	const char *v[6];
+};
+
+/* Decodes a string or null at the scanner into the arena; 0, or -1 for anything else (another
+ * type, a NUL inside, a syntax error): the caller then leaves the body to the tree. */
+static int
+scan_str(struct jscan *s, char **arena, const char **out)
+{
+	size_t len;
+
+	if (js_peek(s) == JS_NULL) {
+		*out = NULL;
+		return js_skip(s, NULL, NULL);
+	}
+	if (js_peek(s) != JS_STRING || js_string(s, *arena, &len) < 0 || strlen(*arena) != len)
+		return -1;
+	*out = *arena;
+	*arena += len + 1;
+	return 0;
+}
+
+/* Scans one item object into f; 0, or -1 (see scan_str; a repeated key too). */
+static int
+scan_fields(struct jscan *s, char **arena, struct scan_fields *f)
+{
+	char key[24];
+	size_t klen;
+	int first = 1, rc, seen = 0;
+
+	memset(f, 0, sizeof(*f));
+	if (js_peek(s) != JS_OBJECT)
+		return -1;
+	js_begin(s, '{');
+	while ((rc = js_next(s, '}', &first, key, sizeof(key), &klen)) == 1) {
+		size_t k;
+
+		for (k = 0; k < ARRAY_LEN(scan_keys); k++)
+			if (strlen(key) == klen && strcmp(key, scan_keys[k]) == 0)
+				break;
+		if (k == ARRAY_LEN(scan_keys)) {
+			if (js_skip(s, NULL, NULL) < 0)
+				return -1;
+			continue;
+		}
+		if ((seen & (1 << k)) || scan_str(s, arena, &f->v[k]) < 0)
+			return -1;
+		seen |= 1 << k;
+	}
+	return rc < 0 ? -1 : 0;
+}
+
+/* The body of /ack/batch read by the scanner into the job, without a jansson tree (a batch of
+ * hundreds of items, one per message popped, is the hot path of every consumer). 1 when it
+ * took the body; 0 when the body is anything but the plain shape (a syntax error, a field of
+ * another type, a repeated key, a NUL in a string): then the tree reads it, and every rule
+ * and error message is the tree's. */
+static int
+scan_batch(struct req *r, struct ack_job *j, struct scan_fields **out, const char **group)
+{
+	struct scan_fields *f = NULL;
+	struct jscan s;
+	char key[24], *arena;
+	size_t klen, cap = 0;
+	int first = 1, rc, found = 0, has_group = 0;
+
+	j->arena = arena = malloc(r->body.len + 16);
+	QASSERT(arena != NULL);
+	js_init(&s, r->body.buf ? r->body.buf : "", r->body.len);
+	if (r->body.len == 0 || js_peek(&s) != JS_OBJECT)
+		goto no;
+	js_begin(&s, '{');
+	while ((rc = js_next(&s, '}', &first, key, sizeof(key), &klen)) == 1) {
+		if (strlen(key) == klen && strcmp(key, "consumerGroup") == 0) {
+			if (has_group++ || scan_str(&s, &arena, group) < 0)
+				goto no;
+			continue;
+		}
+		if (strlen(key) != klen || strcmp(key, "acknowledgments") != 0) {
+			if (js_skip(&s, NULL, NULL) < 0)
+				goto no;
+			continue;
+		}
+		if (found++ || js_peek(&s) != JS_ARRAY)
+			goto no;
+		int afirst = 1;
+
+		js_begin(&s, '[');
+		while ((rc = js_next(&s, ']', &afirst, NULL, 0, NULL)) == 1) {
+			if (j->n == cap) {
+				cap = cap ? 2 * cap : 64;
+				f = realloc(f, cap * sizeof(*f));
+				QASSERT(f != NULL);
+			}
+			if (scan_fields(&s, &arena, &f[j->n]) < 0)
+				goto no;
+			j->n++;
+		}
+		if (rc < 0)
+			goto no;
+	}
+	if (rc < 0 || js_end(&s) < 0 || !found)
+		goto no;
+	*out = f;
+	return 1;
+no:
+	free(f);
+	free(j->arena);
+	j->arena = NULL;
+	j->n = 0;
+	*group = NULL;
+	return 0;
+}
+
 enum qe
 h_ack_prepare(struct req *r)
 {
 	int batch = strstr(r->path, "/batch") != NULL;
 	json_t *arr, *g;
-	const char *group = QUEUE_MODE;
+	const char *group = QUEUE_MODE, *sgroup = NULL;
+	struct scan_fields *f = NULL;
 	struct ack_job *j;
 	char err[128];
 	size_t n;
 	enum qe e;
 
+	j = calloc(1, sizeof(*j));
+	QASSERT(j != NULL);
+	r->job = j;
+	r->job_free = ack_job_free;
+	if (batch && scan_batch(r, j, &f, &sgroup)) {
+		const char *why;
+
+		n = j->n;
+		j->n = 0;
+		if (sgroup && *sgroup) {
+			if ((why = names_invalid(sgroup, strlen(sgroup))) != NULL)
+				e = req_fail(r, QE_BAD_BODY, "consumerGroup %s", why);
+			else
+				e = QE_OK;
+			group = sgroup;
+		} else {
+			e = QE_OK;
+		}
+		if (e == QE_OK)
+			e = h_items_limit(r, n);
+		if (e == QE_OK) {
+			j->items = calloc(n + 1, sizeof(*j->items));
+			QASSERT(j->items != NULL);
+		}
+		for (size_t i = 0; e == QE_OK && i < n; i++) {
+			const char *const *v = f[i].v;
+
+			e = set_item(r, "acknowledgments", i, v[0], v[1], v[2], v[3],
+				     v[3] ? strlen(v[3]) : 0, v[4], v[4] ? strlen(v[4]) : 0, v[5],
+				     group, &j->items[i]);
+			if (e == QE_OK)
+				j->n++;
+		}
+		free(f);
+		return e;
+	}
+	if (batch && (e = req_json_body(r)) != QE_OK)
+		return e;
 	if (!json_is_object(r->json))
 		return req_fail(r, QE_BAD_BODY, "expected an object");
 	if (jio_field(r->json, "consumerGroup", JIO_STRING, &g, err, sizeof(err)) < 0)
@@ -124,12 +303,8 @@ h_ack_prepare(struct req *r)
 	n = batch ? json_array_size(arr) : 1;
 	if ((e = h_items_limit(r, n)) != QE_OK)
 		return e;
-	j = calloc(1, sizeof(*j));
-	QASSERT(j != NULL);
 	j->items = calloc(n + 1, sizeof(*j->items));
 	QASSERT(j->items != NULL);
-	r->job = j;
-	r->job_free = ack_job_free;
 	for (size_t i = 0; i < n; i++) {
 		e = h_ack_parse_item(r, "acknowledgments", i,
 				     batch ? json_array_get(arr, i) : r->json, group, &j->items[i]);
@@ -150,13 +325,17 @@ render(struct req *r, struct ack_job *j)
 	for (size_t i = 0; i < j->n; i++) {
 		struct ack_item *it = &j->items[i];
 
-		sb_addf(&sb, "%s{\"index\":%zu,\"transactionId\":", i ? "," : "", i);
+		/* No format strings: this runs once per item, hundreds per request. */
+		sb_adds(&sb, i ? ",{\"index\":" : "{\"index\":");
+		sb_add_i64(&sb, (int64_t)i);
+		sb_adds(&sb, ",\"transactionId\":");
 		sb_add_jstr(&sb, it->txn);
-		sb_addf(&sb, ",\"success\":%s,\"error\":", it->success ? "true" : "false");
+		sb_adds(&sb, it->success ? ",\"success\":true,\"error\":"
+					 : ",\"success\":false,\"error\":");
 		sb_add_jstr(&sb, it->fail ? it->fail : it->err);
-		sb_addf(&sb, ",\"leaseReleased\":%s,\"dlq\":%s,\"noop\":%s}",
-			it->released ? "true" : "false", it->dlq ? "true" : "false",
-			it->noop ? "true" : "false");
+		sb_adds(&sb, it->released ? ",\"leaseReleased\":true" : ",\"leaseReleased\":false");
+		sb_adds(&sb, it->dlq ? ",\"dlq\":true" : ",\"dlq\":false");
+		sb_adds(&sb, it->noop ? ",\"noop\":true}" : ",\"noop\":false}");
 	}
 	sb_addc(&sb, ']');
 	req_reply_sb(r, 200, &sb);
@@ -168,11 +347,14 @@ static void
 wake_after(PGresult *res)
 {
 	char queue[512];
+	const char *last = "";
 
+	/* Every item of a released partition says so: one wake per partition. */
 	for (int row = 0; row < PQntuples(res); row++) {
-		if (PQgetvalue(res, row, 3)[0] != 't')
+		if (PQgetvalue(res, row, 3)[0] != 't' || strcmp(PQgetvalue(res, row, 6), last) == 0)
 			continue;
-		if (pidx_queue_of(PQgetvalue(res, row, 6), queue, sizeof(queue)))
+		last = PQgetvalue(res, row, 6);
+		if (pidx_queue_of(last, queue, sizeof(queue)))
 			lp_wake_queue(queue, 1);
 	}
 }
@@ -222,7 +404,7 @@ h_ack_run(struct req *r, struct wk *w)
 		if (off < 0)
 			known = 0;
 		else
-			sb_addf(&sb[6], "%lld", (long long)off);
+			sb_add_i64(&sb[6], off);
 		sent++;
 	}
 	for (int k = 0; k < 7; k++)
@@ -244,6 +426,8 @@ h_ack_run(struct req *r, struct wk *w)
 		if (e == QE_OK) {
 			/* Rows come back with the index among the items sent to SQL. */
 			size_t *map = calloc(sent, sizeof(*map));
+			const char *last_pid = "", *last_cmt = "", *last_group = "";
+			int last_released = -1;
 
 			QASSERT(map != NULL);
 			for (size_t i = 0, s = 0; i < j->n; i++)
@@ -261,11 +445,20 @@ h_ack_run(struct req *r, struct wk *w)
 				it->released = PQgetvalue(res, row, 3)[0] == 't';
 				it->dlq = PQgetvalue(res, row, 4)[0] == 't';
 				it->noop = PQgetvalue(res, row, 5)[0] == 't';
-				if (!PQgetisnull(res, row, 6) && !PQgetisnull(res, row, 7))
-					pidx_cursor(PQgetvalue(res, row, 6),
-						    pidx_group_hash(it->group),
-						    atoll(PQgetvalue(res, row, 7)),
-						    it->released ? 0 : -1);
+				/* Rows of one partition come together and say the same of
+				 * its cursor: tell the index once per partition. */
+				if (!PQgetisnull(res, row, 6) && !PQgetisnull(res, row, 7) &&
+				    (strcmp(PQgetvalue(res, row, 6), last_pid) != 0 ||
+				     strcmp(PQgetvalue(res, row, 7), last_cmt) != 0 ||
+				     strcmp(it->group, last_group) != 0 ||
+				     it->released != last_released)) {
+					last_pid = PQgetvalue(res, row, 6);
+					last_group = it->group;
+					last_cmt = PQgetvalue(res, row, 7);
+					last_released = it->released;
+					pidx_cursor(last_pid, pidx_group_hash(it->group),
+						    atoll(last_cmt), it->released ? 0 : -1);
+				}
 				if (it->success && it->lease)
 					om_del(it->lease, it->pid, it->txn);
 				if (it->success && it->status[0] == 'c')

@@ -424,20 +424,30 @@ start_request(struct req *r)
 }
 
 enum qe
+req_json_body(struct req *r)
+{
+	json_error_t jerr;
+
+	if (r->body.len == 0)
+		return req_fail(r, QE_BAD_BODY, "a JSON body is required");
+	r->json = jio_load(r->body.buf, r->body.len, &jerr);
+	if (!r->json && jerr.line < 0)
+		return req_fail(r, QE_BAD_BODY, "%s", jerr.text);
+	if (!r->json)
+		return req_fail(r, QE_BAD_BODY, "%s at line %d column %d", jerr.text, jerr.line,
+				jerr.column);
+	return QE_OK;
+}
+
+enum qe
 req_prepare(struct req *r)
 {
-	if ((r->route->body == BODY_JSON || r->route->body == BODY_JSON_OPTIONAL) &&
-	    r->body.len > 0) {
-		json_error_t jerr;
+	enum qe e;
 
-		r->json = jio_load(r->body.buf, r->body.len, &jerr);
-		if (!r->json && jerr.line < 0)
-			return req_fail(r, QE_BAD_BODY, "%s", jerr.text);
-		if (!r->json)
-			return req_fail(r, QE_BAD_BODY, "%s at line %d column %d", jerr.text,
-					jerr.line, jerr.column);
-	} else if (r->route->body == BODY_JSON) {
-		return req_fail(r, QE_BAD_BODY, "a JSON body is required");
+	if (r->route->body == BODY_JSON ||
+	    (r->route->body == BODY_JSON_OPTIONAL && r->body.len > 0)) {
+		if ((e = req_json_body(r)) != QE_OK)
+			return e;
 	}
 	return r->route->prepare ? r->route->prepare(r) : QE_OK;
 }

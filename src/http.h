@@ -79,6 +79,9 @@ void http_stop(void);
  * prepare step. QE_OK, or the error to answer (a 4xx: nothing here reaches the database).
  * The HTTP thread for small bodies, a worker for large ones (http_prepare_deferred). */
 enum qe req_prepare(struct req *r);
+/* Parses the body as JSON into r->json, as for a BODY_JSON route (an empty body is an error):
+ * for a BODY_RAW route whose prepare falls back to the tree. QE_OK or the 400 recorded. */
+enum qe req_json_body(struct req *r);
 
 /* Bodies larger than this are parsed by a worker, not by the HTTP thread. */
 #define HTTP_PARSE_INLINE_BYTES (256 * 1024)

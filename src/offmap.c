@@ -70,13 +70,24 @@ om_destroy(void)
 	atomic_store(&om_n, 0);
 }
 
+/* One SipHash over "lease\0pid\0txn" when it fits on the stack (every pop puts, and every
+ * ack gets and deletes, one entry per message), three combined when the key is longer. */
 static uint64_t
 om_hash(const char *lease, const char *pid, const char *txn)
 {
-	uint64_t h = siphash24(om_key, lease, strlen(lease) + 1);
+	size_t ll = strlen(lease) + 1, pl = strlen(pid) + 1, tl = strlen(txn);
+	char key[256];
+	uint64_t h;
 
-	h ^= siphash24(om_key, pid, strlen(pid) + 1) * 0x9e3779b97f4a7c15ULL;
-	return h ^ (siphash24(om_key, txn, strlen(txn)) * 0xc2b2ae3d27d4eb4fULL);
+	if (ll + pl + tl <= sizeof(key)) {
+		memcpy(key, lease, ll);
+		memcpy(key + ll, pid, pl);
+		memcpy(key + ll + pl, txn, tl);
+		return siphash24(om_key, key, ll + pl + tl);
+	}
+	h = siphash24(om_key, lease, ll);
+	h ^= siphash24(om_key, pid, pl) * 0x9e3779b97f4a7c15ULL;
+	return h ^ (siphash24(om_key, txn, tl) * 0xc2b2ae3d27d4eb4fULL);
 }
 
 static int

@@ -33,7 +33,7 @@ static const struct route routes[] = {
 	  h_pop_run, NULL },
 	{ "GET", "/api/v1/pop", AUTH_RW, BODY_NONE, h_pop_prepare, h_pop_run, NULL },
 	{ "POST", "/api/v1/ack", AUTH_RW, BODY_JSON, h_ack_prepare, h_ack_run, NULL },
-	{ "POST", "/api/v1/ack/batch", AUTH_RW, BODY_JSON, h_ack_prepare, h_ack_run, NULL },
+	{ "POST", "/api/v1/ack/batch", AUTH_RW, BODY_RAW, h_ack_prepare, h_ack_run, NULL },
 	{ "POST", "/api/v1/transaction", AUTH_RW, BODY_JSON, h_txn_prepare, h_txn_run,
 	  h_txn_run_many },
 	{ "POST", "/api/v1/lease/:leaseId/extend", AUTH_RW, BODY_JSON_OPTIONAL, h_extend_prepare,

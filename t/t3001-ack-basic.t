@@ -138,4 +138,57 @@ subtest 'a named group acks its own cursor only' => sub {
 	is_deeply(txns($b), ['ack-m-0'], 'another group did not');
 };
 
+subtest 'ack/batch bodies: read alike whatever their shape' => sub {
+	$q->push_n('shape', 3, prefix => 'sh');
+	my ($s, $b) = $q->pop('shape', batch => 2, consumerGroup => 'sg', subscriptionMode => 'all');
+	my ($m0, $m1) = @{ $b->{messages} };
+	# Unknown keys, nulls, escapes, the group after the array: one read, both items.
+	my $body = '{"x":[1,{"y":null}],"acknowledgments":[{"transactionId":"'
+		. $m0->{transactionId} . '","partitionId":"' . $m0->{partitionId}
+		. '","leaseId":"' . $m0->{leaseId} . '","status":"compl\u0065ted","error":null,'
+		. '"extra":{"a":[true,false]}},{"transactionId":"' . $m1->{transactionId}
+		. '","partitionId":"' . $m1->{partitionId} . '","leaseId":"' . $m1->{leaseId}
+		. '","consumerGroup":null}],"consumerGroup":"sg"}';
+	my ($as, $ab) = $q->request('POST', '/api/v1/ack/batch', $body);
+	is($as, 200, 'a body with unknown keys, nulls and escapes');
+	is(scalar(grep { $_->{success} } @$ab), 2, 'both items acked in the group named last');
+	ok($ab->[1]{leaseReleased}, 'the lease released by the second');
+	($s, $b) = $q->pop('shape', batch => 2, consumerGroup => 'sg');
+	is_deeply(txns($b), ['sh-2'], 'the cursor moved past both');
+
+	my @bad = (
+		[ '', 'a JSON body is required' ],
+		[ '{"acknowledgments":[', qr/at line 1 column/ ],
+		[ '[]', 'expected an object' ],
+		[ '{"consumerGroup":5,"acknowledgments":[]}', 'consumerGroup must be a string' ],
+		[ '{"acknowledgments":{}}', 'acknowledgments must be an array' ],
+		[ '{}', 'acknowledgments must be an array' ],
+		[ '{"acknowledgments":[7]}', 'acknowledgments[0] must be an object' ],
+		[ '{"acknowledgments":[{"transactionId":1}]}',
+		  'acknowledgments[0]: transactionId must be a string' ],
+		[ '{"acknowledgments":[{"partitionId":"x","leaseId":[]}]}',
+		  'acknowledgments[0]: leaseId must be a string' ],
+		[ '{"consumerGroup":"a\tb","acknowledgments":[]}',
+		  'consumerGroup must not hold control characters' ],
+		[ '{"acknowledgments":[{"consumerGroup":"a\u0001b"}]}',
+		  'acknowledgments[0]: consumerGroup must not hold control characters' ],
+		[ '{"acknowledgments":[{"consumerGroup":"a\u0000b"}]}',
+		  qr/^acknowledgments\[0\]: consumerGroup / ],
+	);
+	for my $c (@bad) {
+		my ($bs, $bb) = $q->request('POST', '/api/v1/ack/batch', $c->[0]);
+		is($bs, 400, "400 for '$c->[0]'");
+		my $msg = ($bb // {})->{error} // '';
+		$msg =~ s/^bad body: //;
+		ref $c->[1] ? like($msg, $c->[1], "  says $msg") : is($msg, $c->[1], "  says $msg");
+	}
+	($as, $ab) = $q->request('POST', '/api/v1/ack/batch',
+		'{"acknowledgments":[{"transactionId":"t","partitionId":"nope"},'
+		. '{"transactionId":"t","partitionId":"' . $m0->{partitionId} . '","status":"meh"}]}');
+	is($as, 200, 'items that can only fail: 200');
+	is_deeply([ map { $_->{error} } @$ab ],
+		[ 'partition not found', 'invalid status: expected completed, failed, retry or dlq' ],
+		'each says why');
+};
+
 done_testing;

@@ -24,8 +24,11 @@ static enum step push_next(struct engine *en, struct conn *c)
 	struct push_conn *pc = c->sess;
 	struct buf *b = &ph->body;
 	int n = ph->batch;
+	double stop_at;
 
-	if (now() >= ph->stop_at || ph->to_send == 0)
+	/* stop_at: the outage phase's control thread moves it once it knows the return */
+	__atomic_load(&ph->stop_at, &stop_at, __ATOMIC_ACQUIRE);
+	if (now() >= stop_at || ph->to_send == 0)
 		return STEP_STOP;
 	if (ph->once) {
 		if (pc->cursor >= pc->span)
