@@ -452,6 +452,23 @@ pcrypt_reveal_sb(struct strbuf *sb, const char *text)
  * values are user data, walked no further. */
 #define REVEAL_DEPTH 16
 
+/* 1 when the object at the scanner starts with a key of an envelope: only those are read
+ * whole before being walked into, so the walk reads the document about once. */
+static int
+may_be_envelope(const struct jscan *s)
+{
+	static const char *const first[] = { "\"encrypted\"", "\"iv\"", "\"authTag\"" };
+	const char *p = s->p + 1;
+
+	while (p < s->end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	for (int k = 0; k < 3; k++)
+		if ((size_t)(s->end - p) >= strlen(first[k]) &&
+		    memcmp(p, first[k], strlen(first[k])) == 0)
+			return 1;
+	return 0;
+}
+
 /* Walks the value at the scanner: every envelope found is appended to out in revealed form,
  * after the text of the document from *copied up to it. 0, or -1 on invalid JSON. */
 static int
@@ -462,7 +479,7 @@ reveal_walk(struct jscan *s, struct strbuf *out, const char **copied, int depth)
 
 	if ((t != JS_OBJECT && t != JS_ARRAY) || depth >= REVEAL_DEPTH)
 		return js_skip(s, NULL, NULL);
-	if (t == JS_OBJECT) {
+	if (t == JS_OBJECT && may_be_envelope(s)) {
 		struct jscan whole = *s;
 		struct envelope e;
 		const char *span;
