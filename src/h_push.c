@@ -314,10 +314,9 @@ h_push_prepare(struct req *r)
  * every quote of every payload here, no unescaping in PostgreSQL: a tenth of its work). */
 #define PUSH_PAYLOADS 6
 
-/* Builds the parameter arrays of queen_push for the items. keyed: every item carries a dedup
- * key, its transactionId or else its message id (spool replays). */
+/* Builds the parameter arrays of queen_push for the items. */
 static void
-build_params(struct push_item *const *items, size_t n, int keyed, struct strbuf sb[8])
+build_params(struct push_item *const *items, size_t n, struct strbuf sb[8])
 {
 	size_t bytes = 20;
 
@@ -348,7 +347,7 @@ build_params(struct push_item *const *items, size_t n, int keyed, struct strbuf 
 		sb_add_pgelem(&sb[1], it->queue);
 		sb_add_pgelem(&sb[2], it->partition);
 		sb_add_pgelem(&sb[3], it->id);
-		sb_add_pgelem(&sb[4], it->txn ? it->txn : keyed ? it->id : NULL);
+		sb_add_pgelem(&sb[4], it->txn);
 		sb_add_pgelem(&sb[5], it->trace);
 		sb_pgbin_text_elem(&sb[PUSH_PAYLOADS], it->payload);
 		sb_add_pgelem(&sb[7], it->sub);
@@ -389,7 +388,7 @@ note_result(PGresult *res, struct push_item *const *items, size_t n)
 }
 
 enum qe
-h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int keyed)
+h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int replay)
 {
 	struct strbuf sb[8];
 	const char *params[8];
@@ -397,12 +396,12 @@ h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int ke
 	PGresult *res;
 	enum qe e;
 
-	build_params(items, n, keyed, sb);
+	build_params(items, n, sb);
 	for (int k = 0; k < 8; k++)
 		params[k] = sb[k].buf;
 	lengths[PUSH_PAYLOADS] = (int)sb[PUSH_PAYLOADS].len;
 	formats[PUSH_PAYLOADS] = 1;
-	e = db_exec_fmt(db, keyed ? SQL_SPOOL_PUSH : SQL_PUSH, params, lengths, formats, &res,
+	e = db_exec_fmt(db, replay ? SQL_SPOOL_PUSH : SQL_PUSH, params, lengths, formats, &res,
 			NULL);
 	for (int k = 0; k < 8; k++)
 		sb_free(&sb[k]);
@@ -499,7 +498,7 @@ shard_of(const struct push_item *it, unsigned nshards)
 	return (unsigned)(h % nshards);
 }
 
-/* A shard of a spool replay: stored keyed on a lane's connection. */
+/* A shard of a spool replay, stored on a lane's connection. */
 struct replay_shard {
 	struct push_item **items;
 	size_t n;
@@ -517,8 +516,7 @@ replay_store(struct dbconn *db, void *arg)
 }
 
 enum qe
-h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n, int *stored_some,
-	      int *refused)
+h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n, int *refused)
 {
 	struct replay_shard sh[PUSH_SHARDS_MAX] = { { 0 } };
 	struct lane_job jobs[PUSH_SHARDS_MAX];
@@ -544,11 +542,9 @@ h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n, int *
 			jobs[used++].arg = &sh[s];
 		}
 	lanes_run(db, jobs, (int)used);
-	*stored_some = *refused = 0;
+	*refused = 0;
 	for (unsigned s = 0; s < nshards; s++) {
-		if (sh[s].n && sh[s].e == QE_OK)
-			*stored_some = 1;
-		else if (sh[s].n) {
+		if (sh[s].n && sh[s].e != QE_OK) {
 			e = sh[s].e;
 			*refused |= sh[s].refused;
 		}

@@ -63,12 +63,14 @@ stats_refresh(struct dbconn *db)
 	}
 }
 
+/* In the order they run when several are due: the spool first, since pushes wait for it
+ * once the database is back (spool_wait_drained). */
 static struct maint_task maint_tasks[] = {
+	{ "spool", spool_drain_interval_ms, spool_drain, 0 },
 	{ "stats", stats_interval_ms, stats_refresh, 0 },
 	{ "kv_prune", kv_prune_interval_ms, kv_prune, 0 },
 	{ "timers", timers_interval_ms, timers_sweep, 0 },
 	{ "retention", retention_interval_ms, retention_run, 0 },
-	{ "spool", spool_drain_interval_ms, spool_drain, 0 },
 	{ NULL, NULL, NULL, 0 },
 };
 

@@ -71,8 +71,12 @@ static struct {
 	off_t rpos;
 	int attempts;		/* refusals of the record at rpos */
 	off_t single_until;	/* replay one record at a time up to here (a batch was refused) */
-	off_t recheck_until;	/* up to here every record may be stored (a batch was stored in
-				 * part): the replay asks, as for records flagged sent */
+	off_t recheck_until;	/* up to here every record may be stored (a replay of its batch
+				 * failed, perhaps after some commit): the replay asks, as for
+				 * records flagged sent */
+	uint64_t found_below;	/* segments below this sequence were found at start-up: any
+				 * record of theirs may be stored (a crash between a commit and
+				 * the segment's removal), so each is asked about */
 	int64_t retry_at;	/* monotonic ms before which the refused record is not retried */
 } sp = {
 	.mu = PTHREAD_MUTEX_INITIALIZER, .drained = PTHREAD_COND_INITIALIZER, .dirfd = -1, .lockfd = -1, .wfd = -1, .rfd = -1,
@@ -693,6 +697,7 @@ spool_open(const char *dir)
 	close(fd);
 	if (recover() < 0)
 		goto fail;
+	sp.found_below = sp.next_seq;
 	if (atomic_load(&sp_pending) > 0)
 		log_warn("spool: %ld buffered pushes found in %s: they are stored as soon as the "
 			 "database answers", atomic_load(&sp_pending), dir);
@@ -929,7 +934,8 @@ set_aside(const struct rec *r)
 
 /* Of the k records of a batch, those sent to the database before they were spooled may be
  * stored already (the connection dropped between commit and answer), and with all every one
- * may (a replay of the batch was stored in part, some lanes having committed): asks the database
+ * may (a replay of the batch failed after some lane committed, or the broker stopped between
+ * a commit and the removal of the segment): asks the database
  * (queen_spool_stored) and sets those to "duplicate", moving the others to the front of
  * items. Returns how many are left to push, or -1 when the database cannot be asked. */
 static long
@@ -1013,7 +1019,7 @@ drain_step(struct dbconn *db)
 	off_t size, pos;
 	size_t k = 0, bytes = 0, max;
 	enum spool_rec_state st = SPOOL_REC_OK;
-	int go_on = 1, unreadable = 0, stored_some = 0, refused = 0;
+	int go_on = 1, unreadable = 0, refused = 0;
 	long left;
 	enum qe e;
 
@@ -1120,9 +1126,10 @@ drain_step(struct dbconn *db)
 		goto out;
 	}
 
-	left = leave_out_stored(db, recs, items, k, sp.rpos < sp.recheck_until);
+	left = leave_out_stored(db, recs, items, k,
+				sp.rpos < sp.recheck_until || seq < sp.found_below);
 	e = left < 0 ? QE_DB : left == 0 ? QE_OK
-	    : h_push_replay(db, items, (size_t)left, &stored_some, &refused);
+	    : h_push_replay(db, items, (size_t)left, &refused);
 	if (e == QE_OK) {
 		size_t dup = 0;
 
@@ -1133,8 +1140,8 @@ drain_step(struct dbconn *db)
 		goto out;
 	}
 	go_on = 0;
-	if (stored_some && sp.recheck_until < pos)
-		sp.recheck_until = pos;
+	if (left > 0 && sp.recheck_until < pos)
+		sp.recheck_until = pos;	/* a shard may have committed before the failure */
 	if (!refused)
 		goto out;	/* unreachable again: the next round retries */
 	if (k > 1) {

@@ -20,15 +20,17 @@
  * that record only: reading resumes at the next record whose marker and checksum are valid,
  * and start-up rewrites the file without the damaged bytes.
  *
- * Replay stores nothing twice. The message id is kept in the record and every replayed item
- * carries a dedup key (its transactionId, else its message id); queen_spool_push
- * (schema/functions/push.sql) answers "duplicate" for an item whose key is already held by its
- * own message id, so replaying a segment again after a crash between commit and delete stores
- * nothing twice. A push spooled because its connection dropped after it was sent (flag
- * "sent") may have committed without the broker knowing, and without a transactionId it left
- * no key: the drainer asks queen_spool_stored (schema/functions/spool.sql) whether its message
- * id is in its partition and leaves it out if so. (Keys are not kept for a queue whose
- * dedupWindowSeconds is 0.)
+ * Replay stores nothing twice. The message id is kept in the record. An item with a
+ * transactionId carries it as its dedup key, and queen_spool_push (schema/functions/push.sql)
+ * answers "duplicate" for an item whose key is already held by its own message id. An item
+ * without one carries no key (a dedup row per item cost a replay more than its message did);
+ * instead, wherever a replay may repeat a commit, the drainer asks queen_spool_stored
+ * (schema/functions/spool.sql) whether each record's message id is in its partition and
+ * leaves out those that are: records of segments found at start-up (the broker may have
+ * stopped between a commit and a segment's removal), records of a batch whose replay failed
+ * (a lane may have committed, or the commit may have gone through with its answer lost), and
+ * records flagged "sent" (a push whose connection dropped after it was sent may have
+ * committed without the broker knowing).
  *
  * Records the database refuses REPLAY_ATTEMPTS times with a statement error (the connection
  * being fine and the server the primary: a read-only or unreachable server is retried

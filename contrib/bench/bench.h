@@ -298,6 +298,9 @@ double push_run(struct push_run *ph, int nconns, double *elapsed);
  * counters are copied to *out when given (its samples are freed).  Returns msg/s. */
 double push_figure(int batch, int nconns, const struct payload *pl, int nparts,
 		   const char *label, const char *target, struct push_run *out);
+/* A push capacity of 1 KiB items: `fig` when an earlier phase measured it (> 0), else
+ * push_figure for at most 5 s.  Returns msg/s. */
+double push_capacity(double fig, int batch, int nconns, int nparts, const char *label);
 /* Fills `queue` with `count` messages over `nparts` partitions, batch 100 from 8 connections,
  * and prints one "prefill" line; returns the number queued. */
 long push_fill(const char *queue, int nparts, long count, const struct payload *pl,
@@ -345,6 +348,19 @@ double pop_drain(struct pop_run *ph, int nconns, double *elapsed);
 double pop_drain_many(struct pop_run *runs, int nruns, int conns_each, double *elapsed);
 /* Counts a pop after the drain that still found something for the group as a failure. */
 void pop_check_empty(struct pop_run *ph);
+
+/*
+ * A timed load (steady.c; the steady and outage phases): producers push `batch` 1 KiB items
+ * over `nparts` partitions paced to `rate` msg/s in all (0 = unpaced), every item answered
+ * timed in prod->t_queued and every message popped timed in cons->t_popped (by payload seq,
+ * `cap` of them), while consumers of `group` long-poll pop batch 100 and ack.  The caller
+ * sets the end (prod->stop_at, cons->target or cons->stop_at) and runs the producers on a
+ * thread of their own and pop_drain on its own; load_free frees what load_init allocated.
+ */
+void load_init(struct push_run *prod, struct pop_run *cons, const char *queue,
+	       const char *group, int batch, int nparts, double rate, int producers,
+	       uint64_t cap);
+void load_free(struct push_run *prod, struct pop_run *cons);
 
 /* A queue holding one 1 KiB message in each of `nparts` new partitions (drain.c), with a
  * transactionId per message when `txn_ids`; returns how many were queued. */

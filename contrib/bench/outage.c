@@ -215,26 +215,15 @@ static void outage_run(const char *label, const char *tag, int batch, double rat
 	snprintf(queue, sizeof(queue), "bench-%s-outage-%s", run_id, tag);
 	snprintf(group, sizeof(group), "bench-%s-outage", run_id);
 	outage_configure(queue);
-	prod.t_queued = calloc(cap, sizeof(double));
+	load_init(&prod, &cons, queue, group, batch, OUTAGE_PARTITIONS, rate, OUTAGE_PRODUCERS,
+		  cap);
 	prod.how = calloc(cap, 1);
-	cons.t_popped = calloc(cap, sizeof(double));
-	if (!prod.t_queued || !prod.how || !cons.t_popped)
+	if (!prod.how)
 		die("out of memory");
-	prod.t_cap = cons.t_cap = cap;
 	prod.outage = cons.outage = true;
-	prod.queue = queue;
-	prod.batch = batch;
-	prod.nparts = OUTAGE_PARTITIONS;
-	prod.pl = &payloads[1];
-	prod.to_send = -1;
-	prod.rate_per_conn = rate / OUTAGE_PRODUCERS;
 	prod.stop_at = now() + far;
 	/* Until the producers stop, no target; then everything they got acknowledged. */
 	cons.target = (long)cap * 2;
-	cons.queue = queue;
-	cons.group = group;
-	buf_addf(&cons.path, "/api/v1/pop/queue/%s?batch=%d&wait=true&timeout=500&consumerGroup="
-		 "%s&subscriptionMode=all", queue, POP_BATCH, group);
 	if (pthread_create(&producers, NULL, outage_producers, &ctl) != 0 ||
 	    pthread_create(&control, NULL, outage_control, &ctl) != 0)
 		die("pthread_create failed");
@@ -250,26 +239,7 @@ static void outage_run(const char *label, const char *tag, int batch, double rat
 	}
 	failures_print(label, &prod.fail);
 	failures_print(label, &cons.fail);
-	free(prod.t_queued);
-	free(prod.how);
-	free(cons.t_popped);
-	free(prod.lat.v);
-	free(cons.lat.v);
-	buf_free(&cons.path);
-}
-
-/* A push capacity of 16 connections, from the push-load phase or measured here (5 s). */
-static double outage_capacity(double fig, int batch, const char *label)
-{
-	double d = opt.duration, c;
-
-	if (fig > 0)
-		return fig;
-	opt.duration = d < 5 ? d : 5;
-	c = push_figure(batch, OUTAGE_PRODUCERS, &payloads[1], OUTAGE_PARTITIONS, label, NULL,
-			NULL);
-	opt.duration = d;
-	return c;
+	load_free(&prod, &cons);
 }
 
 void phase_outage(void)
@@ -280,8 +250,10 @@ void phase_outage(void)
 		printf("outage: skipped (no --pg-cmd)\n");
 		return;
 	}
-	b1 = outage_capacity(fig_push_b1, 1, "outage: push capacity b1 16c");
-	b100 = outage_capacity(fig_push_b100, PUSH_BIG_BATCH, "outage: push capacity b100 16c");
+	b1 = push_capacity(fig_push_b1, 1, OUTAGE_PRODUCERS, OUTAGE_PARTITIONS,
+			   "outage: push capacity b1 16c");
+	b100 = push_capacity(fig_push_b100, PUSH_BIG_BATCH, OUTAGE_PRODUCERS, OUTAGE_PARTITIONS,
+			     "outage: push capacity b100 16c");
 	if (b1 <= 0 || b100 <= 0) {
 		printf("outage: skipped (no push capacity measured)\n");
 		return;

@@ -200,6 +200,18 @@ double push_figure(int batch, int nconns, const struct payload *pl, int nparts,
 	return rate;
 }
 
+double push_capacity(double fig, int batch, int nconns, int nparts, const char *label)
+{
+	double d = opt.duration, c;
+
+	if (fig > 0)
+		return fig;
+	opt.duration = d < 5 ? d : 5;
+	c = push_figure(batch, nconns, &payloads[1], nparts, label, NULL, NULL);
+	opt.duration = d;
+	return c;
+}
+
 /* One push figure: `batch` items a request from `nconns` connections for --duration. */
 void phase_push(int batch, int nconns, const struct payload *pl, int nparts)
 {

@@ -1,5 +1,6 @@
 /*
- * queen-bench phase "steady": a queue under sustained load.  Producers push batch 100 of
+ * queen-bench phase "steady": a queue under sustained load, and the timed load it shares
+ * with the outage phase (load_init).  Producers push batch 100 of
  * 1 KiB over 10 partitions from 16 connections, paced to half the push capacity measured in
  * this run (push b100 16c 10p of the push-load phase, or a short measurement of it here),
  * while 4 consumers of one group long-poll pop batch 100 and ack, for --steady seconds.
@@ -31,46 +32,26 @@ void phase_steady(void)
 	struct pop_run cons = { 0 };
 	struct samples e2e = { 0 };
 	char queue[128], group[96], note[160];
-	double capacity = fig_push_b100, target, elapsed, t0, t_prod, backlog_s;
+	double capacity, target, elapsed, t0, t_prod, backlog_s;
 	pthread_t thread;
 	uint64_t cap;
 
 	snprintf(queue, sizeof(queue), "bench-%s-steady", run_id);
 	snprintf(group, sizeof(group), "bench-%s-steady", run_id);
-	if (capacity <= 0) {
-		double d = opt.duration;
-
-		opt.duration = d < 5 ? d : 5;
-		capacity = push_figure(PUSH_BIG_BATCH, STEADY_PRODUCERS, &payloads[1],
-				       STEADY_PARTITIONS, "steady: push capacity", NULL, NULL);
-		opt.duration = d;
-	}
+	capacity = push_capacity(fig_push_b100, PUSH_BIG_BATCH, STEADY_PRODUCERS,
+				 STEADY_PARTITIONS, "steady: push capacity");
 	if (capacity <= 0) {
 		printf("steady: skipped (no push capacity measured)\n");
 		return;
 	}
 	target = capacity / 2;
 	cap = (uint64_t)(target * opt.steady_seconds * 1.5) + 10000;
-	prod.t_queued = calloc(cap, sizeof(double));
-	cons.t_popped = calloc(cap, sizeof(double));
-	if (!prod.t_queued || !cons.t_popped)
-		die("out of memory");
-	prod.t_cap = cons.t_cap = cap;
-	prod.queue = queue;
-	prod.batch = PUSH_BIG_BATCH;
-	prod.nparts = STEADY_PARTITIONS;
-	prod.pl = &payloads[1];
-	prod.to_send = -1;
-	prod.rate_per_conn = target / STEADY_PRODUCERS;
+	load_init(&prod, &cons, queue, group, PUSH_BIG_BATCH, STEADY_PARTITIONS, target,
+		  STEADY_PRODUCERS, cap);
 	t0 = now();
 	prod.stop_at = t0 + opt.steady_seconds;
-
-	cons.queue = queue;
-	cons.group = group;
 	cons.target = (long)cap;	/* never reached: the clock ends the run */
 	cons.stop_at = prod.stop_at;
-	buf_addf(&cons.path, "/api/v1/pop/queue/%s?batch=%d&wait=true&timeout=500&consumerGroup="
-		 "%s&subscriptionMode=all", queue, POP_BATCH, group);
 	if (pthread_create(&thread, NULL, steady_producer, &prod) != 0)
 		die("pthread_create failed");
 	pop_drain(&cons, POP_CONSUMERS, &elapsed);
@@ -98,10 +79,37 @@ void phase_steady(void)
 	figure("steady end-to-end p99", samples_pct(&e2e, 99) * 1e3, "ms", -1, note);
 	failures_print("steady push", &prod.fail);
 	failures_print("steady pop", &cons.fail);
-	free(prod.t_queued);
-	free(cons.t_popped);
-	free(prod.lat.v);
-	free(cons.lat.v);
+	load_free(&prod, &cons);
 	free(e2e.v);
-	buf_free(&cons.path);
+}
+
+void load_init(struct push_run *prod, struct pop_run *cons, const char *queue,
+	       const char *group, int batch, int nparts, double rate, int producers,
+	       uint64_t cap)
+{
+	prod->t_queued = calloc(cap, sizeof(double));
+	cons->t_popped = calloc(cap, sizeof(double));
+	if (!prod->t_queued || !cons->t_popped)
+		die("out of memory");
+	prod->t_cap = cons->t_cap = cap;
+	prod->queue = queue;
+	prod->batch = batch;
+	prod->nparts = nparts;
+	prod->pl = &payloads[1];
+	prod->to_send = -1;
+	prod->rate_per_conn = rate / producers;
+	cons->queue = queue;
+	cons->group = group;
+	buf_addf(&cons->path, "/api/v1/pop/queue/%s?batch=%d&wait=true&timeout=500&"
+		 "consumerGroup=%s&subscriptionMode=all", queue, POP_BATCH, group);
+}
+
+void load_free(struct push_run *prod, struct pop_run *cons)
+{
+	free(prod->t_queued);
+	free(prod->how);
+	free(cons->t_popped);
+	free(prod->lat.v);
+	free(cons->lat.v);
+	buf_free(&cons->path);
 }

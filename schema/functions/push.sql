@@ -297,15 +297,17 @@ $$;
 
 -- 008_spool.sql: replay of spooled pushes (SPEC.md 15; the spool itself is src/spool.c).
 --
--- A push buffered while PostgreSQL was unreachable keeps the message id it was answered with,
--- and its replay carries a dedup key: its transactionId, or else its message id.  A replay
--- can run twice (the broker crashed after the commit, before it removed the spool file), and
--- a buffered push may even have been stored already (the commit went through but its answer
--- was lost with the connection).  queen_push cannot tell such a repeat: it tells a live key
--- from one it claims itself by the message id, and a repeat has the same one.  So a replay
--- first answers "duplicate" for every item whose key is already held by its own message id,
--- whatever the age of the key, and pushes only the rest through queen_push (dedup against
--- other messages as usual).  One call, one round trip, the same rows as queen_push.
+-- A push buffered while PostgreSQL was unreachable keeps the message id it was answered with.
+-- A replay can run twice (the broker crashed after the commit, before it removed the spool
+-- file), and a buffered push may even have been stored already (the commit went through but
+-- its answer was lost with the connection).  For an item with a transactionId, queen_push
+-- cannot tell such a repeat: it tells a live key from one it claims itself by the message id,
+-- and a repeat has the same one.  So a replay first answers "duplicate" for every item whose
+-- key is already held by its own message id, whatever the age of the key, and pushes only the
+-- rest through queen_push (dedup against other messages as usual).  Items without a
+-- transactionId carry no key: the drainer looks those up by message id (queen_spool_stored)
+-- wherever a replay may repeat a commit.  One call, one round trip, the same rows as
+-- queen_push.
 --
 -- Reads only: nothing here locks.  It is safe because one spool has one drainer (the broker
 -- holds a lock on FILE_BUFFER_DIR) and message ids are unique: no one else can make a key
