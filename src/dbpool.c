@@ -97,6 +97,51 @@ db_connect_raw(void)
 	return pg;
 }
 
+/* Prepares the whole catalogue in one round trip (a pipeline): after an outage every
+ * connection of the broker reconnects at once, and one round trip per statement was most of
+ * what a reconnect cost the server while the spool waited for it. 0, or -1 logged. */
+static int
+db_prepare_all(PGconn *pg)
+{
+	int sent = 0, rc = 0;
+	PGresult *res;
+
+	if (!PQenterPipelineMode(pg))
+		return -1;
+	for (; sent < SQL__COUNT; sent++) {
+		const struct sql_stmt *s = sql_get((enum sql_id)sent);
+
+		if (!PQsendPrepare(pg, s->name, s->text, s->nparams, NULL))
+			break;
+	}
+	if (sent < SQL__COUNT || !PQpipelineSync(pg))
+		return -1;	/* the connection is gone: the caller closes it */
+	/* One result per statement, each followed by a NULL, then the sync's. A statement
+	 * after a failed one comes back PIPELINE_ABORTED. */
+	for (int i = 0; i < sent; i++) {
+		res = PQgetResult(pg);
+		if (!res)
+			return -1;
+		if (PQresultStatus(res) != PGRES_COMMAND_OK && rc == 0) {
+			log_error("cannot prepare statement %s: %s", sql_get((enum sql_id)i)->name,
+				  PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?
+					  PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) :
+					  PQerrorMessage(pg));
+			rc = -1;
+		}
+		PQclear(res);
+		while ((res = PQgetResult(pg)) != NULL)
+			PQclear(res);
+	}
+	res = PQgetResult(pg);
+	if (!res || PQresultStatus(res) != PGRES_PIPELINE_SYNC)
+		rc = -1;
+	PQclear(res);
+	if (!PQexitPipelineMode(pg))
+		rc = -1;
+	return rc;
+}
+
 static int
 db_setup(struct dbconn *c)
 {
@@ -122,19 +167,7 @@ db_setup(struct dbconn *c)
 		return -1;
 	}
 	PQclear(res);
-	for (int i = 0; i < SQL__COUNT; i++) {
-		const struct sql_stmt *s = sql_get((enum sql_id)i);
-
-		res = PQprepare(c->pg, s->name, s->text, s->nparams, NULL);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			log_error("cannot prepare statement %s: %s", s->name,
-				  PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
-			PQclear(res);
-			return -1;
-		}
-		PQclear(res);
-	}
-	return 0;
+	return db_prepare_all(c->pg);
 }
 
 enum qe

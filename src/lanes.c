@@ -14,6 +14,7 @@ struct lane {
 	pthread_t thread;
 	struct dbconn *db;
 	const struct lane_job *job;	/* set by lanes_run, cleared by the lane when done */
+	int warm;			/* set by lanes_warm: connect now */
 	int started;
 };
 
@@ -33,8 +34,15 @@ lane_main(void *arg)
 	db_ensure(l->db);	/* connected before the first replay needs it */
 	pthread_mutex_lock(&ln_mu);
 	for (;;) {
-		while (!l->job && !ln_stopping)
+		while (!l->job && !l->warm && !ln_stopping)
 			pthread_cond_wait(&ln_go, &ln_mu);
+		if (l->warm && !l->job) {
+			l->warm = 0;
+			pthread_mutex_unlock(&ln_mu);
+			db_ensure(l->db);
+			pthread_mutex_lock(&ln_mu);
+			continue;
+		}
 		if (!l->job)
 			break;
 		pthread_mutex_unlock(&ln_mu);
@@ -82,6 +90,16 @@ lanes_stop(void)
 	free(ln);
 	ln = NULL;
 	ln_n = 0;
+}
+
+void
+lanes_warm(void)
+{
+	pthread_mutex_lock(&ln_mu);
+	for (int i = 0; i < ln_n; i++)
+		ln[i].warm = 1;
+	pthread_cond_broadcast(&ln_go);
+	pthread_mutex_unlock(&ln_mu);
 }
 
 int

@@ -18,6 +18,9 @@ struct lane_job {
 /* Starts n - 1 lane threads (n counts the caller's connection). 0, or -1 logged. */
 int lanes_start(int n);
 void lanes_stop(void);
+/* Has every lane (re)connect now, in the background, when its connection is down: the
+ * database is back, and the spool's replay should not wait for the lanes to connect. */
+void lanes_warm(void);
 /* How many jobs lanes_run can run at once: the caller's connection and the lanes. */
 int lanes_count(void);
 /* Runs jobs[0] on own and each other job on a lane of its own, all at once, and returns

@@ -294,6 +294,7 @@ ensure_listening(void)
 	if (db_exec(maint_db, SQL_LISTEN, NULL, &res) == QE_OK) {
 		PQclear(res);
 		maint_listen_serial = db_serial(maint_db);
+		lanes_warm();
 		/* Anything committed while we were not listening is found by a resync. */
 		if (resync(maint_db) > 0)
 			lp_wake_all();
@@ -342,7 +343,8 @@ maint_main(void *arg)
 		ensure_listening();
 		pg = db_pg(maint_db);
 		if (!pg) {
-			poll(NULL, 0, 200);
+			/* Sooner while pushes wait in the spool for the database's return. */
+			poll(NULL, 0, spool_pending() > 0 ? 50 : 200);
 			continue;
 		}
 		pfd[0].fd = PQsocket(pg);

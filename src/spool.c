@@ -74,9 +74,10 @@ static struct {
 	off_t recheck_until;	/* up to here every record may be stored (a replay of its batch
 				 * failed, perhaps after some commit): the replay asks, as for
 				 * records flagged sent */
-	uint64_t found_below;	/* segments below this sequence were found at start-up: any
-				 * record of theirs may be stored (a crash between a commit and
-				 * the segment's removal), so each is asked about */
+	uint64_t found_first;	/* the first segment found at start-up, 0 = none: the one a
+				 * stopped broker was draining, so any record of it may be
+				 * stored already (segments are drained in order, each removed
+				 * once its last record is committed), and each is asked about */
 	int64_t retry_at;	/* monotonic ms before which the refused record is not retried */
 } sp = {
 	.mu = PTHREAD_MUTEX_INITIALIZER, .drained = PTHREAD_COND_INITIALIZER, .dirfd = -1, .lockfd = -1, .wfd = -1, .rfd = -1,
@@ -697,7 +698,7 @@ spool_open(const char *dir)
 	close(fd);
 	if (recover() < 0)
 		goto fail;
-	sp.found_below = sp.next_seq;
+	sp.found_first = sp.nsegs ? sp.segs[0].seq : 0;
 	if (atomic_load(&sp_pending) > 0)
 		log_warn("spool: %ld buffered pushes found in %s: they are stored as soon as the "
 			 "database answers", atomic_load(&sp_pending), dir);
@@ -1127,7 +1128,7 @@ drain_step(struct dbconn *db)
 	}
 
 	left = leave_out_stored(db, recs, items, k,
-				sp.rpos < sp.recheck_until || seq < sp.found_below);
+				sp.rpos < sp.recheck_until || seq == sp.found_first);
 	e = left < 0 ? QE_DB : left == 0 ? QE_OK
 	    : h_push_replay(db, items, (size_t)left, &refused);
 	if (e == QE_OK) {

@@ -26,8 +26,8 @@
  * without one carries no key (a dedup row per item cost a replay more than its message did);
  * instead, wherever a replay may repeat a commit, the drainer asks queen_spool_stored
  * (schema/functions/spool.sql) whether each record's message id is in its partition and
- * leaves out those that are: records of segments found at start-up (the broker may have
- * stopped between a commit and a segment's removal), records of a batch whose replay failed
+ * leaves out those that are: records of the first segment found at start-up (the broker may
+ * have stopped between a commit and that segment's removal), records of a batch whose replay failed
  * (a lane may have committed, or the commit may have gone through with its answer lost), and
  * records flagged "sent" (a push whose connection dropped after it was sent may have
  * committed without the broker knowing).

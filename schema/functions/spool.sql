@@ -5,8 +5,8 @@
 -- stopped between a commit and the removal of a segment, or a replay failed after one of its
 -- lanes committed).  An item with a transactionId is found on replay by its dedup key
 -- (queen_spool_push); one without has no key, so the drainer asks this function about those
--- records (the pushes in flight when the connection went, the segments found at start-up,
--- the batch of a failed replay) and leaves out those already stored.  Returns the 0-based input indexes
+-- records (the pushes in flight when the connection went, the segment a stopped broker was
+-- draining, the batch of a failed replay) and leaves out those already stored.  Returns the 0-based input indexes
 -- of the items whose message id is in a segment of their partition.  Only segments written
 -- since a minute before the id's own time (UUIDv7: its first 48 bits are the broker's clock
 -- in ms; the minute covers a clock skew between broker and database) are read, found by
