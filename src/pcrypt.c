@@ -315,32 +315,42 @@ struct envelope {
 };
 
 /* Decodes the base64 string value at the scanner: into fixed (cap bytes) when given, else
- * into a new *out. The decoded length, or -1. */
+ * into a new *out. The decoded length, or -1. A string without escapes (as base64 always
+ * is when written by a broker) is decoded from the text itself, read once. */
 static long
 b64_value(struct jscan *s, unsigned char *fixed, size_t cap, unsigned char **out)
 {
-	struct jscan peek = *s;
-	const char *span;
+	struct jscan whole = *s;
+	const char *span, *text;
+	char *copy = NULL;
 	size_t raw, n;
-	char *text;
 	long len = -1;
 
-	if (js_peek(s) != JS_STRING || js_skip(&peek, &span, &raw) < 0)
+	if (js_peek(s) != JS_STRING || js_skip(&whole, &span, &raw) < 0)
 		return -1;
-	text = malloc(raw);
-	QASSERT(text != NULL);
-	if (js_string(s, text, &n) == 0) {
-		if (!fixed) {
-			*out = malloc(n / 4 * 3 + 3);
-			QASSERT(*out != NULL);
-			fixed = *out;
-			cap = n / 4 * 3 + 3;
+	if (!memchr(span + 1, '\\', raw - 2)) {
+		text = span + 1;
+		n = raw - 2;
+		*s = whole;
+	} else {
+		copy = malloc(raw);
+		QASSERT(copy != NULL);
+		if (js_string(s, copy, &n) < 0) {
+			free(copy);
+			return -1;
 		}
-		/* b64_decode writes up to n / 4 * 3 + 3 bytes. */
-		if (n / 4 * 3 + 3 <= cap)
-			len = b64_decode(text, n, fixed, B64_LENIENT);
+		text = copy;
 	}
-	free(text);
+	if (!fixed) {
+		*out = malloc(n / 4 * 3 + 3);
+		QASSERT(*out != NULL);
+		fixed = *out;
+		cap = n / 4 * 3 + 3;
+	}
+	/* b64_decode writes up to n / 4 * 3 + 3 bytes. */
+	if (n / 4 * 3 + 3 <= cap)
+		len = b64_decode(text, n, fixed, B64_LENIENT);
+	free(copy);
 	return len;
 }
 

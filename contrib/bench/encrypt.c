@@ -14,6 +14,9 @@
  * the encrypted one, so PostgreSQL writes as many bytes for both and what is left is the
  * broker's sealing.  Each figure gives the plain rate of the same slices, the broker's CPU a
  * message, and with --pg the WAL and the stored payload bytes a message of each queue.
+ * Then the read side: --drain-messages / 2 unique payloads in a plain and in an encrypted
+ * queue, each drained by two groups in turn (4 consumers, pop 100 + ack), every pop opening
+ * the envelopes of the encrypted one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +152,66 @@ static void encrypt_compare(PGconn *pg, const struct payload *pl, const struct p
 	figure_ratio(fig, rate[1], rate[0], note);
 }
 
+/* Drains of a plain and an encrypted queue of pl in turn; prints the figure. */
+static void encrypt_drain(const struct payload *pl)
+{
+	static const int order[4] = { 0, 1, 1, 0 };	/* neither always on the fuller database */
+	struct failures fail = { 0 };
+	char queue[2][128], group[128], label[96], note[128];
+	long count = opt.drain_messages / 2, filled[2], acked[2] = { 0, 0 };
+	double secs[2] = { 0, 0 }, cpu[2] = { 0, 0 }, rate[2], us[2], fill;
+	bool cpu_ok = true;
+
+	for (int k = 0; k < 2; k++)
+		snprintf(queue[k], sizeof(queue[k]), "bench-%s-drain-%s-%s", run_id,
+			 k ? "encrypted" : "plain", pl->tag);
+	if (!encrypt_configure(queue[1], &fail)) {
+		failures_print("drain encrypted", &fail);
+		return;
+	}
+	for (int k = 0; k < 2; k++)
+		filled[k] = push_fill(queue[k], 10, count, pl, k ? "encrypt drain prefill "
+				      "encrypted" : "encrypt drain prefill plain", &fill);
+	for (int s = 0; s < 4; s++) {
+		struct pop_run ph = { 0 };
+		struct cpu_mark m;
+		double elapsed, us_run;
+		int k = order[s];
+
+		snprintf(group, sizeof(group), "bench-%s-g%d", run_id, s);
+		ph.queue = queue[k];
+		ph.group = group;
+		ph.target = filled[k];
+		pop_path(&ph.path, queue[k], group, false);
+		cpu_mark(&m);
+		pop_drain(&ph, POP_CONSUMERS, &elapsed);
+		us_run = cpu_us_per_msg(&m, ph.acked);
+		acked[k] += ph.acked;
+		secs[k] += elapsed;
+		if (us_run < 0)
+			cpu_ok = false;
+		else
+			cpu[k] += us_run * (double)ph.acked;
+		pop_check_empty(&ph);
+		failures_print(k ? "drain encrypted" : "drain plain (encrypt phase)", &ph.fail);
+		buf_free(&ph.path);
+		free(ph.lat.v);
+	}
+	for (int k = 0; k < 2; k++) {
+		rate[k] = secs[k] > 0 ? (double)acked[k] / secs[k] : 0;
+		us[k] = acked[k] > 0 ? cpu[k] / (double)acked[k] : 0;
+	}
+	snprintf(label, sizeof(label), "drain b100 4c 10p %s encrypted",
+		 strcmp(pl->tag, "1k-unique") == 0 ? "1k unique" : pl->tag);
+	if (cpu_ok)
+		snprintf(note, sizeof(note), "[plain %.0f msg/s: %.2fx; broker cpu %.1f vs %.1f "
+			 "us/msg]", rate[0], rate[0] > 0 ? rate[1] / rate[0] : 0, us[1], us[0]);
+	else
+		snprintf(note, sizeof(note), "[plain %.0f msg/s: %.2fx]", rate[0],
+			 rate[0] > 0 ? rate[1] / rate[0] : 0);
+	figure(label, rate[1], "msg/s", pl->base, note);
+}
+
 /* The length of the envelope of SPEC 17 for a payload of len bytes:
  * {"encrypted":"<b64 of len>","iv":"<b64 of 12>","authTag":"<b64 of 16>"}. */
 static size_t envelope_len(size_t len)
@@ -177,6 +240,7 @@ void phase_encrypt(void)
 	encrypt_compare(pg, &payloads[1], &payloads[1], "1k");
 	encrypt_compare(pg, &unique, &unique, "1k unique");
 	encrypt_compare(pg, &unique, &sized, "1k unique");
+	encrypt_drain(&unique);
 	free(unique.text);
 	free(sized.text);
 	PQfinish(pg);

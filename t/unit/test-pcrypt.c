@@ -109,6 +109,12 @@ main(void)
 		out = reveal(nonstr);
 		is_str(out, nonstr, "a member that is not a string: not an envelope");
 		free(out);
+		/* The same envelope with its first base64 character written as \u00XX. */
+		snprintf(extra, sizeof(extra), "{\"encrypted\":\"\\u%04x%s", (unsigned char)env[14],
+			 env + 15);
+		out = reveal(extra);
+		is_str(out, "{\"a\":1}", "an escape inside the base64 is decoded first");
+		free(out);
 		out = reveal("{\"encrypted\":\"x\",\"iv\":");
 		is_str(out, "{\"encrypted\":\"x\",\"iv\":", "invalid JSON is left alone");
 		free(out);
