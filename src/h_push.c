@@ -475,11 +475,13 @@ static const char push_refused[] = "not stored: the database refused it";
 #define PUSH_SHARD_MIN_ITEMS 16
 #define PUSH_SHARDS_MAX 64
 
+/* A shard of a push batch (its items' requests in owner) or of a spool replay (no owner). */
 struct push_shard {
 	struct push_item **items;
-	size_t *owner;			/* the request of each item (index into rs) */
+	size_t *owner;			/* the request of each item (index into rs), or NULL */
 	size_t n;
 	enum qe e;
+	int refused;			/* replay: the database answered and refused it */
 	struct wk_call call;
 };
 
@@ -498,18 +500,44 @@ shard_of(const struct push_item *it, unsigned nshards)
 	return (unsigned)(h % nshards);
 }
 
-/* A shard of a spool replay, stored on a lane's connection. */
-struct replay_shard {
-	struct push_item **items;
-	size_t n;
-	enum qe e;
-	int refused;		/* the database answered and refused it */
-};
+/* Cuts n items into nshards shards by partition, each in input order; owner (may be NULL)
+ * gives each item's request, copied along. Returns how many shards are not empty; the
+ * caller frees each shard's items and owner. */
+static unsigned
+shard_split(struct push_item *const *items, const size_t *owner, size_t n, unsigned nshards,
+	    struct push_shard *sh)
+{
+	unsigned *of = malloc((n ? n : 1) * sizeof(*of)), used = 0;
 
+	QASSERT(of != NULL);
+	memset(sh, 0, nshards * sizeof(sh[0]));
+	for (size_t i = 0; i < n; i++) {
+		of[i] = nshards > 1 ? shard_of(items[i], nshards) : 0;
+		used += sh[of[i]].n++ == 0;
+	}
+	for (unsigned s = 0; s < nshards; s++) {
+		sh[s].items = malloc((sh[s].n ? sh[s].n : 1) * sizeof(*sh[s].items));
+		sh[s].owner = owner ? malloc((sh[s].n ? sh[s].n : 1) * sizeof(*sh[s].owner))
+				    : NULL;
+		QASSERT(sh[s].items && (!owner || sh[s].owner));
+		sh[s].n = 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct push_shard *t = &sh[of[i]];
+
+		if (owner)
+			t->owner[t->n] = owner[i];
+		t->items[t->n++] = items[i];
+	}
+	free(of);
+	return used;
+}
+
+/* Stores a shard of a spool replay on a lane's connection. */
 static void
 replay_store(struct dbconn *db, void *arg)
 {
-	struct replay_shard *s = arg;
+	struct push_shard *s = arg;
 
 	s->e = h_push_store(db, s->items, s->n, 1);
 	s->refused = s->e != QE_OK && db_ok(db);
@@ -518,7 +546,7 @@ replay_store(struct dbconn *db, void *arg)
 enum qe
 h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n, int *refused)
 {
-	struct replay_shard sh[PUSH_SHARDS_MAX] = { { 0 } };
+	struct push_shard sh[PUSH_SHARDS_MAX];
 	struct lane_job jobs[PUSH_SHARDS_MAX];
 	unsigned nshards = (unsigned)lanes_count(), used = 0;
 	enum qe e = QE_OK;
@@ -527,15 +555,7 @@ h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n, int *
 		nshards = PUSH_SHARDS_MAX;
 	if (n < PUSH_SHARD_MIN_ITEMS)
 		nshards = 1;
-	for (unsigned s = 0; s < nshards; s++) {
-		sh[s].items = malloc(n * sizeof(*sh[s].items));
-		QASSERT(sh[s].items != NULL);
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct replay_shard *s = &sh[nshards > 1 ? shard_of(items[i], nshards) : 0];
-
-		s->items[s->n++] = items[i];
-	}
+	shard_split(items, NULL, n, nshards, sh);
 	for (unsigned s = 0; s < nshards; s++)
 		if (sh[s].n) {
 			jobs[used].fn = replay_store;
@@ -599,35 +619,25 @@ push_sharded(struct req **rs, size_t n, struct push_item **flat, size_t items, s
 	unsigned nshards = qconf.push_lanes < PUSH_SHARDS_MAX ? (unsigned)qconf.push_lanes
 							       : PUSH_SHARDS_MAX;
 	struct push_shard sh[PUSH_SHARDS_MAX];
-	unsigned *of, used = 0, mine = nshards;
-	size_t k = 0;
+	unsigned used, mine = nshards;
+	size_t k = 0, *own;
 
 	if (nshards < 2 || items < PUSH_SHARD_MIN_ITEMS)
 		return 0;
-	of = malloc(items * sizeof(*of));
-	QASSERT(of != NULL);
-	memset(sh, 0, nshards * sizeof(sh[0]));
-	for (size_t i = 0; i < items; i++) {
-		of[i] = shard_of(flat[i], nshards);
-		used += sh[of[i]].n++ == 0;
-	}
+	own = malloc(items * sizeof(*own));
+	QASSERT(own != NULL);
+	for (size_t i = 0; i < n; i++)
+		for (size_t m = 0; m < ((struct push_job *)rs[i]->job)->n; m++)
+			own[k++] = i;
+	used = shard_split(flat, own, items, nshards, sh);
+	free(own);
 	if (used < 2) {
-		free(of);
+		for (unsigned s = 0; s < nshards; s++) {
+			free(sh[s].items);
+			free(sh[s].owner);
+		}
 		return 0;
 	}
-	for (unsigned s = 0; s < nshards; s++) {
-		sh[s].items = malloc((sh[s].n ? sh[s].n : 1) * sizeof(*sh[s].items));
-		sh[s].owner = malloc((sh[s].n ? sh[s].n : 1) * sizeof(*sh[s].owner));
-		QASSERT(sh[s].items && sh[s].owner);
-		sh[s].n = 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		for (size_t m = 0; m < ((struct push_job *)rs[i]->job)->n; m++, k++) {
-			struct push_shard *s = &sh[of[k]];
-
-			s->items[s->n] = flat[k];
-			s->owner[s->n++] = i;
-		}
 	/* The others to idle workers, one here; then wait for (or run) the rest. */
 	for (unsigned s = 0; s < nshards; s++) {
 		if (!sh[s].n)
@@ -650,7 +660,6 @@ push_sharded(struct req **rs, size_t n, struct push_item **flat, size_t items, s
 		free(sh[s].items);
 		free(sh[s].owner);
 	}
-	free(of);
 	/* A request whose every item was refused fails as a whole, as an unsharded one does. */
 	k = 0;
 	for (size_t i = 0; i < n; i++) {
