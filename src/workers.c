@@ -261,6 +261,9 @@ wk_main(void *arg)
 	int is_heavy = 0;
 
 	pidx_thread_online();
+	/* Connected before the first request needs it: a connection costs a handshake and the
+	 * preparation of the catalogue, tens of milliseconds a client should not wait for. */
+	db_ensure(w->db);
 	for (;;) {
 		struct wk_call *call;
 		size_t n = 0;
