@@ -2,11 +2,14 @@
 # contrib/limits-load.sh: the load behind the limits of SPEC 22 (issue 9's targets), on a
 # throwaway PostgreSQL and broker of its own, loopback only, bounded in count and time.
 #
-#   contrib/limits-load.sh [--longpolls N] [--seconds S] [--only longpoll|fairness]
+#   contrib/limits-load.sh [--longpolls N] [--seconds S] [--only longpoll|fairness] [--reused]
 #
 # longpoll: N (10000) long-polls parked at once: the broker's RSS while they are parked, the
 #           latency of pushes answered meanwhile (p50/p99/max of 200), then every client
-#           goes away at once: how long until the broker has released them all.
+#           goes away at once: how long until the broker has released them all. With
+#           --reused each connection first has one request answered (GET /health), as a
+#           client that polls again on its keep-alive connection: libmicrohttpd then holds
+#           all of the connection's memory (QUEEN_CONNECTION_MEMORY_BYTES) in RSS.
 # fairness: batch-1 pushes of 4 clients for S (10) seconds, alone and then while one more
 #           client pushes 64 MiB bodies in a loop: p50/p99 of each and the ratio.
 #
@@ -27,9 +30,10 @@ use Socket qw(SOL_SOCKET SO_LINGER);
 use Time::HiRes qw(time sleep);
 use QueenTest;
 
-my ($n, $secs, $only) = (10000, 10, '');
-GetOptions('longpolls=i' => \$n, 'seconds=i' => \$secs, 'only=s' => \$only)
-	or die "usage: $0 [--longpolls N] [--seconds S] [--only longpoll|fairness]\n";
+my ($n, $secs, $only, $reused) = (10000, 10, '', 0);
+GetOptions('longpolls=i' => \$n, 'seconds=i' => \$secs, 'only=s' => \$only,
+	'reused' => \$reused)
+	or die "usage: $0 [--longpolls N] [--seconds S] [--only longpoll|fairness] [--reused]\n";
 $n = 1 if $n < 1;
 $n = 50000 if $n > 50000;
 $secs = 60 if $secs > 60;
@@ -55,6 +59,11 @@ sub post {
 	my ($sock, $path, $body) = @_;
 	syswrite($sock, "POST $path HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" .
 		"Content-Length: " . length($body) . "\r\n\r\n" . $body) or return 0;
+	return answer($sock);
+}
+# Reads one answer off a keep-alive connection; returns its status (0: connection closed).
+sub answer {
+	my ($sock) = @_;
 	my $buf = '';
 	while (1) {
 		my $r = sysread($sock, $buf, 65536, length $buf);
@@ -79,19 +88,25 @@ if (!$only || $only eq 'longpoll') {
 	my @socks;
 	my $t0 = time;
 	while (@socks < $n) {
+		my $n0 = @socks;
 		# In steps, so that the listen backlog never overflows.
 		for (1 .. ($n - @socks < 500 ? $n - @socks : 500)) {
 			my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $q->port,
 				Proto => 'tcp') or die "connect after " . scalar(@socks) . ": $!\n";
-			syswrite($s, "GET /api/v1/pop/queue/lp-idle?wait=true&timeout=600000 HTTP/1.1\r\n" .
-				"Host: x\r\n\r\n");
 			push @socks, $s;
 		}
+		if ($reused) {
+			syswrite($_, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n") for @socks[$n0 .. $#socks];
+			answer($_) for @socks[$n0 .. $#socks];
+		}
+		syswrite($_, "GET /api/v1/pop/queue/lp-idle?wait=true&timeout=600000 HTTP/1.1\r\n" .
+			"Host: x\r\n\r\n") for @socks[$n0 .. $#socks];
 		my $want = @socks;
 		wait_until(sub { $parked->() >= $want }, 60, 0.02) or die "only " . $parked->() .
 			" of $want parked\n";
 	}
-	say_('long-polls parked', sprintf('%d in %.1f s', $n, time - $t0));
+	say_('long-polls parked', sprintf('%d in %.1f s%s', $n, time - $t0,
+		$reused ? ', each on a connection that served one request' : ''));
 	my $rss = rss_mib($q->pid, 'VmRSS');
 	say_('broker RSS before / while parked', sprintf('%.1f MiB / %.1f MiB', $rss0, $rss));
 	my @lat;

@@ -140,6 +140,16 @@ static const struct conf_def conf_table[] = {
 	  "longest queue, partition, group, namespace or task name, bytes (longer: 400)" },
 	{ "QUEEN_MAX_LONGPOLLS", NULL, CT_INT, F(max_longpolls), "10000", 0, 1000000, NULL, 1, 0,
 	  "parked long-polls held at once (more: 429)" },
+	{ "QUEEN_MAX_URL_BYTES", NULL, CT_INT, F(max_url_bytes), "8192", 256, 1048576, NULL, 0, 0,
+	  "longest request URL (path and query string), bytes (longer: 414)" },
+	{ "QUEEN_MAX_HEADER_BYTES", NULL, CT_INT, F(max_header_bytes), "16384", 1024, 1048576,
+	  NULL, 0, 0, "request header fields together, bytes (more: 431)" },
+	{ "QUEEN_MAX_HEADERS", NULL, CT_INT, F(max_headers), "100", 8, 100000, NULL, 0, 0,
+	  "most request header fields (more: 431)" },
+	{ "QUEEN_CONNECTION_MEMORY_BYTES", NULL, CT_INT, F(connection_memory_bytes), "65536",
+	  4096, 67108864, NULL, 0, 0,
+	  "memory of each connection for its request head; a head that does not fit gets "
+	  "libmicrohttpd's own 414/431 (HTML), and a keep-alive connection holds all of it" },
 };
 
 #define N_DEFS (sizeof(conf_table) / sizeof(conf_table[0]))
@@ -430,6 +440,19 @@ conf_validate(const struct conf *c, char *err, size_t errlen)
 		return -1;
 	if (inet_pton(AF_INET, c->host, &addr) != 1) {
 		snprintf(err, errlen, "HOST: '%s' is not an IPv4 address", c->host);
+		return -1;
+	}
+	/* A request head within the limits must reach the broker, which answers it in JSON:
+	 * libmicrohttpd refuses what does not fit a connection's memory with its own HTML.
+	 * Half the memory is the first read buffer; the rest holds a record of each field. */
+	if (c->connection_memory_bytes < 2 * (c->max_url_bytes + c->max_header_bytes) +
+					     128 * c->max_headers) {
+		snprintf(err, errlen, "QUEEN_CONNECTION_MEMORY_BYTES: %lld is too small for request "
+			 "heads within QUEEN_MAX_URL_BYTES, QUEEN_MAX_HEADER_BYTES and "
+			 "QUEEN_MAX_HEADERS: at least 2 x (URL + header bytes) + 128 x headers = "
+			 "%lld", (long long)c->connection_memory_bytes,
+			 (long long)(2 * (c->max_url_bytes + c->max_header_bytes) +
+				     128 * c->max_headers));
 		return -1;
 	}
 	if (c->jwt_enabled && !c->jwt_secret[0] && !c->jwt_public_key[0] && !c->jwt_jwks_url[0] &&

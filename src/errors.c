@@ -17,6 +17,8 @@ static const struct {
 	[QE_NO_RESOURCE] = { 404, "no_resource", "not found" },
 	[QE_METHOD] = { 405, "method", "method not allowed" },
 	[QE_TOO_LARGE] = { 413, "too_large", "payload too large" },
+	[QE_URL_TOO_LONG] = { 414, "url_too_long", "URL too long" },
+	[QE_HEAD_TOO_LARGE] = { 431, "head_too_large", "request header fields too large" },
 	[QE_BUSY] = { 429, "busy", "too many requests" },
 	[QE_INTERNAL] = { 500, "internal", "internal error" },
 	[QE_DB] = { 503, "db", "database unavailable" },

@@ -17,6 +17,8 @@ enum qe {
 	QE_NO_RESOURCE,		/* 404 with a message of its own (unknown queue, row, ...) */
 	QE_METHOD,		/* 405 */
 	QE_TOO_LARGE,		/* 413 */
+	QE_URL_TOO_LONG,	/* 414 */
+	QE_HEAD_TOO_LARGE,	/* 431 request header fields too large */
 	QE_BUSY,		/* 429 job queue full */
 	QE_INTERNAL,		/* 500 */
 	QE_DB,			/* 503 database unavailable or failing */

@@ -379,6 +379,60 @@ refuse(struct req *r, enum auth_refusal why)
 }
 
 static enum MHD_Result
+add_query_bytes(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	size_t *n = cls;
+
+	(void)kind;
+	/* "?" or "&", the key, and "=value" when it has one (as sent: see no_unescape). */
+	*n += 1 + strlen(key) + (value ? 1 + strlen(value) : 0);
+	return MHD_YES;
+}
+
+struct head_fields {
+	int64_t n, bytes;
+};
+
+static enum MHD_Result
+add_header_field(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct head_fields *h = cls;
+
+	(void)kind;
+	h->n++;
+	/* "Name: value" and its CRLF. */
+	h->bytes += (int64_t)(strlen(key) + 2 + (value ? strlen(value) : 0) + 2);
+	return MHD_YES;
+}
+
+/* The limits of a request head (QUEEN_MAX_URL_BYTES, QUEEN_MAX_HEADER_BYTES,
+ * QUEEN_MAX_HEADERS). libmicrohttpd has read the whole head into the connection's memory
+ * (QUEEN_CONNECTION_MEMORY_BYTES, sized to hold heads well past these limits) before it calls
+ * us; what did not fit there it refused itself, with an HTML body we cannot change. */
+static enum qe
+check_head(struct req *r)
+{
+	size_t url = strlen(r->path);
+	struct head_fields h = { 0, 0 };
+
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, add_query_bytes, &url);
+	if ((int64_t)url > qconf.max_url_bytes) {
+		req_err_field(r, "limit", json_integer(qconf.max_url_bytes));
+		return req_fail(r, QE_URL_TOO_LONG, "URL too long");
+	}
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, add_header_field, &h);
+	if (h.n > qconf.max_headers) {
+		req_err_field(r, "limit", json_integer(qconf.max_headers));
+		return req_fail(r, QE_HEAD_TOO_LARGE, "too many request header fields");
+	}
+	if (h.bytes > qconf.max_header_bytes) {
+		req_err_field(r, "limit", json_integer(qconf.max_header_bytes));
+		return req_fail(r, QE_HEAD_TOO_LARGE, "request header fields too large");
+	}
+	return QE_OK;
+}
+
+static enum MHD_Result
 start_request(struct req *r)
 {
 	const union MHD_ConnectionInfo *ci;
@@ -388,6 +442,10 @@ start_request(struct req *r)
 	const char *cl;
 	enum qe e;
 
+	/* The size of the head comes first: it says nothing about routes or tokens, and a
+	 * head too large is refused before anything reads it. */
+	if ((e = check_head(r)) != QE_OK)
+		return reply_now(r, e);
 	/* Authentication comes before routing (SPEC 17): an unknown path without a token is a
 	 * 401, so the route table cannot be probed anonymously. */
 	ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -596,6 +654,7 @@ http_start(void)
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)60000,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)qconf.connection_memory_bytes,
 		MHD_OPTION_END);
 	if (!http_daemon) {
 		log_error("cannot listen on %s:%lld (address in use or not permitted)", qconf.host,

@@ -1,0 +1,114 @@
+#!/usr/bin/perl
+# Request heads (SPEC 2, 22): a URL past QUEEN_MAX_URL_BYTES gets 414, header fields past
+# QUEEN_MAX_HEADERS or QUEEN_MAX_HEADER_BYTES get 431, each with a JSON body like every other
+# error of the broker -- libmicrohttpd used to refuse them itself with an HTML page. Heads
+# within the limits are served. Past the connection's memory (QUEEN_CONNECTION_MEMORY_BYTES)
+# libmicrohttpd still answers on its own: the status is the same, the body is its HTML.
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Test::More;
+use QueenTest;
+
+start_pg();
+my $q = start_queend();
+
+# A request head of our own making, straight onto a socket.
+sub head {
+	my ($target, @fields) = @_;
+	return "GET $target HTTP/1.1\r\nHost: x\r\n" . join('', map { "$_\r\n" } @fields) . "\r\n";
+}
+sub fields { my ($n) = @_; map { "X-F$_: y" } 1 .. $n }
+
+sub is_json_error {
+	my ($b, $h, $want, $name) = @_;
+	like($h->{'content-type'} // '', qr{^application/json}, "$name: as JSON");
+	is_deeply($b, $want, "$name: " . QueenTest::to_json($want));
+}
+
+subtest 'a 32 KB URL: 414 {"error":"URL too long","limit":8192}' => sub {
+	my ($s, $b, $h) = $q->raw(head('/api/v1/resources/queues/' . ('a' x 32768)));
+	is($s, 414, '32 KB path: 414');
+	is_json_error($b, $h, { error => 'URL too long', limit => 8192 }, '32 KB path');
+
+	($s, $b, $h) = $q->raw(head('/health?pad=' . ('b' x 32768)));
+	is($s, 414, '32 KB query string: 414');
+	is_json_error($b, $h, { error => 'URL too long', limit => 8192 }, '32 KB query string');
+
+	my $target = '/health?pad=' . ('c' x (8192 - length '/health?pad='));
+	is(length $target, 8192, 'a URL of exactly 8192 bytes ...');
+	($s, $b) = $q->raw(head($target));
+	is($s, 200, '... is served');
+	($s) = $q->raw(head($target . 'c'));
+	is($s, 414, 'one byte more is not');
+};
+
+subtest 'header fields past QUEEN_MAX_HEADERS or QUEEN_MAX_HEADER_BYTES: 431 in JSON' => sub {
+	my ($s, $b, $h) = $q->raw(head('/health', fields(99)));
+	is($s, 200, '100 header fields (Host and 99 more) are served');
+	($s, $b, $h) = $q->raw(head('/health', fields(100)));
+	is($s, 431, '101 header fields: 431');
+	is_json_error($b, $h, { error => 'too many request header fields', limit => 100 },
+		'101 fields');
+	($s, $b, $h) = $q->raw(head('/health', fields(500)));
+	is($s, 431, '500 header fields: 431');
+	is_json_error($b, $h, { error => 'too many request header fields', limit => 100 },
+		'500 fields');
+
+	# "Host: x" and its CRLF are 9 bytes; each field counts "Name: value" and CRLF.
+	my $big = 'X-Big: ' . ('v' x (16384 - 9 - 9));
+	($s) = $q->raw(head('/health', $big));
+	is($s, 200, 'header fields of 16384 bytes in all are served');
+	($s, $b, $h) = $q->raw(head('/health', $big . 'v'));
+	is($s, 431, 'one byte more: 431');
+	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
+		'16385 bytes');
+	# libmicrohttpd copies a cookie to parse it: it takes twice its size of the head.
+	($s, $b, $h) = $q->raw(head('/health', 'Cookie: ' . ('k' x 24000)));
+	is($s, 431, 'a 24 KB cookie: 431');
+	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
+		'24 KB cookie');
+	($s, $b, $h) = $q->raw(head('/health', 'X-Big: ' . ('v' x 40000)));
+	is($s, 431, 'a 40 KB field: 431');
+	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
+		'40 KB field');
+};
+
+subtest 'the limits are settings; 10,000 header fields get JSON with a 1 MiB head' => sub {
+	my $wide = start_queend(QUEEN_CONNECTION_MEMORY_BYTES => 1048576, QUEEN_MAX_HEADERS => 200,
+		QUEEN_MAX_URL_BYTES => 300);
+	my ($s, $b, $h) = $wide->raw(head('/health', fields(10000)));
+	is($s, 431, '10,000 header fields: 431');
+	is_json_error($b, $h, { error => 'too many request header fields', limit => 200 },
+		'10,000 fields');
+	($s) = $wide->raw(head('/health', fields(199)));
+	is($s, 200, '200 header fields are served');
+	($s, $b, $h) = $wide->raw(head('/api/v1/resources/queues/' . ('a' x 300000)));
+	is($s, 414, 'a 300 KB URL: 414');
+	is_json_error($b, $h, { error => 'URL too long', limit => 300 }, '300 KB URL');
+	($s, $b) = $wide->get('/api/v1/resources/queues/' . ('a' x 200));
+	is($s, 404, 'a 226-byte URL is served (unknown queue)');
+};
+
+subtest 'past the connection memory libmicrohttpd answers itself: same status, its HTML' => sub {
+	my ($s, undef, $h, $raw) = $q->raw(head('/health', fields(10000)));
+	is($s, 431, '10,000 header fields to a 64 KiB head: still 431');
+	unlike($h->{'content-type'} // '', qr{json}, 'but not JSON (' . ($h->{'content-type'} //
+		'no content type') . ')');
+	($s) = $q->raw(head('/api/v1/resources/queues/' . ('a' x 100000)));
+	is($s, 414, 'a 100 KB URL: still 414');
+	($s) = $q->get('/health');
+	is($s, 200, 'and the broker goes on serving');
+};
+
+subtest 'QUEEN_CONNECTION_MEMORY_BYTES must hold heads within the limits' => sub {
+	my ($st, $out) = run_queend(['--check-config'], QUEEN_CONNECTION_MEMORY_BYTES => 32768);
+	isnt($st, 0, '32 KiB with the default limits: refused');
+	like($out, qr/QUEEN_CONNECTION_MEMORY_BYTES: 32768 is too small/, 'naming the setting');
+	($st) = run_queend(['--check-config'], QUEEN_CONNECTION_MEMORY_BYTES => 32768,
+		QUEEN_MAX_URL_BYTES => 4096, QUEEN_MAX_HEADER_BYTES => 8192, QUEEN_MAX_HEADERS => 20);
+	is($st, 0, '32 KiB with smaller limits: accepted');
+};
+
+done_testing();
