@@ -551,6 +551,15 @@ use Time::HiRes qw(time);
 
 sub pid { $_[0]{pid} }
 
+# Whether the child has finished (its result is waiting to be read), without waiting.
+sub done {
+	my ($self) = @_;
+	return 1 if $self->{result};
+	my $rin = '';
+	vec($rin, fileno($self->{fh}), 1) = 1;
+	return select(my $rout = $rin, undef, undef, 0) > 0;
+}
+
 # Waits up to $timeout seconds (default 60) for the child; returns its value or {error}.
 sub result {
 	my ($self, $timeout) = @_;
