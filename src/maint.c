@@ -256,6 +256,8 @@ resync(struct dbconn *db)
 	uint64_t mark = pidx_cursor_mark();
 	struct pidx_sweep sw = pidx_sweep_begin();
 	struct known_groups known;
+	uint64_t t0;
+	long nq, np, ng;
 
 	resync_subscriptions(db);
 
@@ -290,7 +292,11 @@ resync(struct dbconn *db)
 		}
 		PQclear(res);
 		qsort(known.pair, (size_t)known.n, sizeof(known.pair[0]), pair_cmp);
+		t0 = now_us();
 		pidx_sweep_end(&sw, group_known, &known);
+		pidx_size(&nq, &np, &ng);
+		log_debug("index sweep: %lld us, %ld queues, %ld partitions, %ld group slots left",
+			  (long long)(now_us() - t0), nq, np, ng);
 		free(known.pair);
 	}
 	/* Configures on other brokers reach the encrypted-queue cache here too (after the
