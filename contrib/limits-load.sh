@@ -2,7 +2,8 @@
 # contrib/limits-load.sh: the load behind the limits of SPEC 22 (issue 9's targets), on a
 # throwaway PostgreSQL and broker of its own, loopback only, bounded in count and time.
 #
-#   contrib/limits-load.sh [--longpolls N] [--seconds S] [--only longpoll|fairness] [--reused]
+#   contrib/limits-load.sh [--longpolls N] [--seconds S] [--only longpoll|fairness|index]
+#                          [--reused] [--partitions P]
 #
 # longpoll: N (10000) long-polls parked at once: the broker's RSS while they are parked, the
 #           latency of pushes answered meanwhile (p50/p99/max of 200), then every client
@@ -12,6 +13,10 @@
 #           all of the connection's memory (QUEEN_CONNECTION_MEMORY_BYTES) in RSS.
 # fairness: batch-1 pushes of 4 clients for S (10) seconds, alone and then while one more
 #           client pushes 64 MiB bodies in a loop: p50/p99 of each and the ratio.
+# index:    two brokers on the database; three times over, P (20000) partitions of a new
+#           queue are pushed on the first and read by a group on the second, then the queue
+#           is deleted on the first: the second's partition index and RSS before and after
+#           (its index resync runs every second here).
 #
 # QUEEND (default build/src/queend) is the broker; PG_BINDIR as for the tests. The open file
 # limit is raised to the hard limit (each parked long-poll holds a socket on both sides).
@@ -30,10 +35,13 @@ use Socket qw(SOL_SOCKET SO_LINGER);
 use Time::HiRes qw(time sleep);
 use QueenTest;
 
-my ($n, $secs, $only, $reused) = (10000, 10, '', 0);
+my ($n, $secs, $only, $reused, $nparts) = (10000, 10, '', 0, 20000);
 GetOptions('longpolls=i' => \$n, 'seconds=i' => \$secs, 'only=s' => \$only,
-	'reused' => \$reused)
-	or die "usage: $0 [--longpolls N] [--seconds S] [--only longpoll|fairness] [--reused]\n";
+	'reused' => \$reused, 'partitions=i' => \$nparts)
+	or die "usage: $0 [--longpolls N] [--seconds S] [--only longpoll|fairness|index] " .
+	"[--reused] [--partitions P]\n";
+$nparts = 1000 if $nparts < 1000;
+$nparts = 1000000 if $nparts > 1000000;
 $n = 1 if $n < 1;
 $n = 50000 if $n > 50000;
 $secs = 60 if $secs > 60;
@@ -205,4 +213,38 @@ if (!$only || $only eq 'fairness') {
 		pct(50, @load), $l99, scalar @load));
 	say_('p99 ratio (target < 2)', sprintf('%.2f', $b99 ? $l99 / $b99 : 0));
 	$q->stop;
+}
+
+if (!$only || $only eq 'index') {
+	my $A = start_queend(QUEEN_INDEX_RESYNC_MS => 1000, LOG_LEVEL => 'warn');
+	my $B = start_queend(QUEEN_INDEX_RESYNC_MS => 1000, LOG_LEVEL => 'warn');
+	my $ix = sub {
+		my (undef, $m) = $B->get('/metrics');
+		my $i = $m->{index} // {};
+		sprintf('%s partitions, %s group slots, RSS %.1f MiB', $i->{partitions} // '?',
+			$i->{groupSlots} // '?', rss_mib($B->pid, 'VmRSS'));
+	};
+	say_('second broker at start', sprintf('RSS %.1f MiB', rss_mib($B->pid, 'VmRSS')));
+	for my $c (1 .. 3) {
+		my $queue = "index-$c";
+		for (my $i = 0; $i < $nparts; $i += 1000) {
+			my ($s) = $A->push_items(map { +{ queue => $queue, partition => "p$_",
+				payload => 1 } } $i .. $i + 999);
+			die "push answered $s\n" unless $s == 201;
+		}
+		for (1 .. $nparts / 64 + 5) {
+			my ($s, $b) = $B->pop($queue, consumerGroup => "g$c", batch => 1000,
+				autopilot => 'true', subscriptionMode => 'all');
+			last unless $s == 200;
+			$B->ack_all($b);
+		}
+		sleep 1.5;
+		my $before = $ix->();
+		$A->del("/api/v1/resources/queues/$queue");
+		sleep 2.5;
+		say_("cycle $c: second broker before / after",
+			"$before / " . $ix->());
+	}
+	$A->stop;
+	$B->stop;
 }
