@@ -123,7 +123,7 @@ qport=$(free_port)
 mkdir -p "$tmp/spool"
 cat >"$tmp/queend.env" <<EOF
 PG_HOST=127.0.0.1 PG_PORT=$pgport PG_USER=postgres PG_PASSWORD=x PG_DB=postgres
-PORT=$qport HOST=127.0.0.1 LOG_LEVEL=warn FILE_BUFFER_DIR=$tmp/spool
+PORT=$qport HOST=127.0.0.1 LOG_LEVEL=${BENCH_LOG_LEVEL:-warn} FILE_BUFFER_DIR=$tmp/spool
 RETENTION_INTERVAL=$BENCH_RETENTION_INTERVAL
 QUEEN_ENCRYPTION_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 EOF

@@ -63,6 +63,9 @@ int pidx_queue_labels(const char *queue, char *ns, size_t nslen, char *task, siz
 void pidx_forget_queue(const char *queue);
 /* Partitions the index has learned since start (never decreases). */
 long pidx_partitions_learned(void);
+/* Grows the partition tables to the partitions known (one bucket each, a power of two):
+ * called by the maintenance thread, outside any read-side critical section. */
+void pidx_fit(void);
 
 /* Calls fn for every known queue with its partition count and the number of offsets its
  * partitions have allocated (messages ever stored), as last seen. fn must not block. */
