@@ -29,6 +29,7 @@
 #   PG_BIN        PostgreSQL binaries (default: /usr/lib/postgresql/15/bin)
 #   BENCH_RETENTION_INTERVAL  the broker's RETENTION_INTERVAL, ms (default 1000; min 100)
 #   KEEP_TMP=1    keep the temp dir (logs, data) after the run
+#   BENCH_LOG_LEVEL  the broker's LOG_LEVEL (default warn; debug shows spool drain batches)
 #   BENCH_PG_CONF extra postgresql.conf lines, e.g. for profiling:
 #                 "shared_preload_libraries = 'pg_stat_statements'"
 set -eu
