@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QUEUE_MODE "__QUEUE_MODE__"
-
 struct ack_job {
 	size_t n;
 	struct ack_item *items;

@@ -10,14 +10,13 @@
 #include "http.h"
 #include "jsonio.h"
 #include "longpoll.h"
+#include "names.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "workers.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define QUEUE_MODE "__QUEUE_MODE__"
 
 /* Runs a statement answering one jsonb object and parses it into *out (caller owns). */
 static enum qe
@@ -100,9 +99,7 @@ h_group_delete(struct req *r, struct wk *w)
 	const char *v = req_query(r, "deleteMetadata");
 	int meta = 1;
 	const char *params[3] = { group, queue, NULL };
-	uint64_t gh = pidx_group_hash(group);
-	json_t *o, *pids, *pid;
-	size_t i;
+	json_t *o;
 	enum qe e;
 
 	if (v && *v && jio_parse_bool(v, &meta) < 0)
@@ -110,13 +107,9 @@ h_group_delete(struct req *r, struct wk *w)
 	params[2] = meta ? "true" : "false";
 	if ((e = sql_object(r, w, SQL_GROUP_DELETE, params, &o)) != QE_OK)
 		return e;
-	/* The cursors are gone: let the index send the group's next pop to SQL (first contact). */
-	pids = json_object_get(o, "_pids");
-	json_array_foreach(pids, i, pid)
-		if (json_is_string(pid))
-			pidx_cursor(json_string_value(pid), gh, -1, 0);
-	if (meta)
-		pidx_forget_implied(gh);	/* its stored start is gone too */
+	/* The cursors are gone (and the stored start with deleteMetadata): the group leaves the
+	 * index, whose slots go to the next groups; its next pop goes to SQL (first contact). */
+	pidx_forget_group(queue, pidx_group_hash(group));
 	json_object_del(o, "_pids");
 	wake_and_strip(o, "_queues");
 	if (!queue)

@@ -12,6 +12,7 @@
 #include "jsonio.h"
 #include "longpoll.h"
 #include "metrics.h"
+#include "names.h"
 #include "offmap.h"
 #include "pcrypt.h"
 #include "pindex.h"
@@ -23,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QUEUE_MODE "__QUEUE_MODE__"
 #define MAX_BATCH 10000
 #define MAX_CANDIDATES 256
 

@@ -9,6 +9,7 @@
 #include "lanes.h"
 #include "log.h"
 #include "longpoll.h"
+#include "names.h"
 #include "pcrypt.h"
 #include "pindex.h"
 #include "qassert.h"
@@ -218,13 +219,43 @@ resync_subscriptions(struct dbconn *db)
 	PQclear(res);
 }
 
-/* Reloads every partition and cursor; returns how many partitions advanced, or -1. */
+/* The (queue, group) pairs with a stored start, as sorted hash pairs, for the index sweep:
+ * a group known on a queue keeps its slots there even without a cursor row (first contact
+ * writes none). */
+struct known_groups {
+	uint64_t (*pair)[2];
+	int n;
+};
+
+static int
+pair_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static int
+group_known(void *arg, const char *queue, uint64_t gh)
+{
+	struct known_groups *k = arg;
+	uint64_t key[2] = { pidx_group_hash(queue), gh };
+
+	/* Queue mode has no stored start: its slots go only with their partitions. */
+	return gh == pidx_group_hash(QUEUE_MODE) ||
+	       bsearch(key, k->pair, (size_t)k->n, sizeof(k->pair[0]), pair_cmp) != NULL;
+}
+
+/* Reloads every partition and cursor, and drops from the index what the database no longer
+ * has; returns how many partitions advanced, or -1. */
 static int
 resync(struct dbconn *db)
 {
 	PGresult *res;
 	int advanced = 0;
 	uint64_t mark = pidx_cursor_mark();
+	struct pidx_sweep sw = pidx_sweep_begin();
+	struct known_groups known;
 
 	resync_subscriptions(db);
 
@@ -233,18 +264,35 @@ resync(struct dbconn *db)
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *pid = PQgetvalue(res, i, 4);
 		int64_t end = atoll(PQgetvalue(res, i, 6));
+		uint64_t gh = 0;
 
 		if (pidx_log_end(pid, end) != 1)
 			advanced++;
 		pidx_learn(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
 			   PQgetvalue(res, i, 3), pid, PQgetvalue(res, i, 5), end);
-		if (!PQgetisnull(res, i, 7))
-			pidx_cursor_snapshot(pid, pidx_group_hash(PQgetvalue(res, i, 7)),
-					     atoll(PQgetvalue(res, i, 8)),
+		if (!PQgetisnull(res, i, 7)) {
+			gh = pidx_group_hash(PQgetvalue(res, i, 7));
+			pidx_cursor_snapshot(pid, gh, atoll(PQgetvalue(res, i, 8)),
 					     PQgetisnull(res, i, 9) ? 0 : atoll(PQgetvalue(res, i, 9)),
 					     mark);
+		}
+		pidx_sweep_keep(&sw, pid, gh);
 	}
 	PQclear(res);
+	/* After the snapshot: a group that got its stored start meanwhile is known too. */
+	if (db_exec(db, SQL_INDEX_GROUPS, NULL, &res) == QE_OK) {
+		known.n = PQntuples(res);
+		known.pair = malloc(((size_t)known.n + 1) * sizeof(known.pair[0]));
+		QASSERT(known.pair != NULL);
+		for (int i = 0; i < known.n; i++) {
+			known.pair[i][0] = pidx_group_hash(PQgetvalue(res, i, 0));
+			known.pair[i][1] = pidx_group_hash(PQgetvalue(res, i, 1));
+		}
+		PQclear(res);
+		qsort(known.pair, (size_t)known.n, sizeof(known.pair[0]), pair_cmp);
+		pidx_sweep_end(&sw, group_known, &known);
+		free(known.pair);
+	}
 	/* Configures on other brokers reach the encrypted-queue cache here too (after the
 	 * index: nothing waits on this one). */
 	pcrypt_refresh(db);

@@ -12,6 +12,9 @@
 /* Holds any valid name and its NUL. */
 #define NAMES_BUF 256
 
+/* The consumer group of pops without one (queue mode). It has no stored start. */
+#define QUEUE_MODE "__QUEUE_MODE__"
+
 /* NULL when the len bytes at s are a valid name, else why not ("must not be empty", ...),
  * to follow the field's name in a 400. */
 const char *names_invalid(const char *s, size_t len);

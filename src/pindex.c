@@ -1,8 +1,12 @@
 /* pindex: three rculfhash tables (queues by name, partitions by (queue, name), partitions by
- * id) over nodes that are only ever added or, on queue delete, removed and freed after a
- * grace period with call_rcu. A queue's partition list is an immutable array published with
- * rcu_assign_pointer and replaced (copy, append, publish) under the queue's mutex by writers.
- * Counters in a node are atomics, so readers need no lock. Names are hashed with a keyed
+ * id) over nodes that are added as they are seen and removed when they are gone from
+ * PostgreSQL (queue delete, or missing from a resync snapshot), then freed after a grace
+ * period with call_rcu. A queue's partition list is an array published with
+ * rcu_assign_pointer: appended in place, or replaced (copy, publish) to grow or to drop
+ * partitions, by writers under pidx_write_mu. Counters in a node are atomics, so readers need
+ * no lock. A group slot of a deleted group is emptied for the next group: first marked
+ * GH_DYING (no lookup finds it, no claim takes it), and cleared only after a grace period,
+ * when no reader or writer that found it by its group is left. Names are hashed with a keyed
  * SipHash so clients cannot aim collisions at a bucket. */
 #include "pindex.h"
 #include "names.h"
@@ -18,18 +22,23 @@
 #include <urcu/urcu-memb.h>
 #include <urcu/rculfhash.h>
 
+/* gh of a slot being emptied: between its group's deletion and the end of a grace period. */
+#define GH_DYING UINT64_MAX
+
 struct gslot {
-	_Atomic uint64_t gh;
+	_Atomic uint64_t gh;		/* 0: free */
 	_Atomic int64_t committed;
 	_Atomic int64_t lease_until;
 	_Atomic uint64_t stamp;		/* cursor_seq of the last live update */
 	_Atomic int implied;		/* no cursor row: committed is where the group would start */
+	_Atomic uint64_t seen;		/* last resync whose snapshot had its cursor row */
 };
 
 /* A partition's group slots: a chain of blocks, the first inside the partition node. A block
  * is appended (CAS on the tail's next) when a group finds every slot taken, and never removed
  * before the partition itself: readers walk the chain without a lock, and any number of
- * groups stays on the fast path. */
+ * groups stays on the fast path. The slots of deleted groups are taken by the next groups,
+ * so a partition keeps as many blocks as it had groups at once. */
 #define GSLOT_BLOCK 4
 
 struct gblock {
@@ -47,6 +56,8 @@ struct pq_part {
 	char *name;
 	struct pq_queue *q;
 	_Atomic int64_t log_end;
+	long born;			/* pidx_learned when it was added */
+	_Atomic uint64_t seen;		/* last resync whose snapshot had it */
 	struct gblock groups;
 };
 
@@ -85,6 +96,8 @@ static struct cds_lfht *ht_queues, *ht_parts, *ht_ids;
 static pthread_mutex_t pidx_write_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t pidx_key[16];
 static _Atomic long pidx_learned;
+/* What the index holds now, for /metrics. */
+static _Atomic long pidx_n_queues, pidx_n_parts, pidx_n_slots;
 
 static uint64_t
 hash_str(const char *s)
@@ -105,7 +118,7 @@ pidx_group_hash(const char *group)
 {
 	uint64_t h = hash_str(group);
 
-	return h ? h : 1;
+	return h == 0 ? 1 : h == GH_DYING ? 2 : h;
 }
 
 static int64_t
@@ -145,7 +158,7 @@ pidx_fit(void)
 {
 	unsigned long want = pidx_buckets;
 
-	while (want < (unsigned long)atomic_load(&pidx_learned))
+	while (want < (unsigned long)atomic_load(&pidx_n_parts))
 		want <<= 1;
 	if (want == pidx_buckets)
 		return;
@@ -167,11 +180,29 @@ pidx_thread_offline(void)
 	urcu_memb_unregister_thread();
 }
 
+static long
+held_slots(struct gblock *b)
+{
+	long n = 0;
+
+	for (int i = 0; i < GSLOT_BLOCK; i++) {
+		uint64_t gh = atomic_load(&b->s[i].gh);
+
+		n += gh != 0 && gh != GH_DYING;
+	}
+	return n;
+}
+
+/* After a grace period: nothing can claim a slot of p any more, so the count is exact. */
 static void
 free_part(struct pq_part *p)
 {
 	struct gblock *b = atomic_load(&p->groups.next);
+	long slots = held_slots(&p->groups);
 
+	for (struct gblock *c = b; c; c = atomic_load(&c->next))
+		slots += held_slots(c);
+	atomic_fetch_sub(&pidx_n_slots, slots);
 	while (b) {
 		struct gblock *next = atomic_load(&b->next);
 
@@ -374,7 +405,72 @@ get_queue(const char *queue_id, const char *name, const char *ns, const char *ta
 	q->parts = calloc(1, sizeof(struct pq_parts));
 	QASSERT(q->parts != NULL);
 	cds_lfht_add(ht_queues, hash_str(name), &q->node);
+	atomic_fetch_add(&pidx_n_queues, 1);
 	return q;
+}
+
+/* Takes p out of the tables and frees it after a grace period; the caller takes it out of
+ * its queue's array. Under pidx_write_mu and a read-side section, as are the two below. */
+static void
+unlink_part(struct pq_part *p)
+{
+	cds_lfht_del(ht_ids, &p->by_id);
+	cds_lfht_del(ht_parts, &p->by_name);
+	atomic_fetch_sub(&pidx_n_parts, 1);
+	urcu_memb_call_rcu(&p->rcu, free_part_rcu);
+}
+
+static void
+unlink_queue(struct pq_queue *q)
+{
+	cds_lfht_del(ht_queues, &q->node);
+	atomic_fetch_sub(&pidx_n_queues, 1);
+	urcu_memb_call_rcu(&q->rcu, free_queue_rcu);
+}
+
+/* Publishes q's partitions without those whose drop[i] is set, and unlinks these. Readers
+ * still walking the old array keep it until a grace period has passed. Returns how many
+ * partitions q has left. */
+static size_t
+drop_parts(struct pq_queue *q, const unsigned char *drop)
+{
+	struct pq_parts *old = q->parts, *kept;
+	size_t len = parts_len(old), n = 0;
+
+	kept = malloc(sizeof(*kept) + len * sizeof(kept->p[0]));
+	QASSERT(kept != NULL);
+	kept->cap = len;
+	for (size_t i = 0; i < len; i++) {
+		if (drop[i])
+			unlink_part(old->p[i]);
+		else
+			kept->p[n++] = old->p[i];
+	}
+	atomic_store_explicit(&kept->n, n, memory_order_relaxed);
+	rcu_assign_pointer(q->parts, kept);
+	urcu_memb_call_rcu(&old->rcu, free_parts_rcu);
+	return n;
+}
+
+/* A partition name of q learned under a new id belongs to a new incarnation of the queue
+ * (deleted and created again, maybe on another broker): the old partition is dropped, so
+ * that no lookup serves its id. */
+static void
+drop_stale_name(struct pq_queue *q, const char *queue, const char *partition)
+{
+	struct pq_part *old = find_part(queue, partition);
+	struct pq_parts *parts = q->parts;
+	size_t len = parts_len(parts);
+	unsigned char *drop;
+
+	if (!old)
+		return;
+	drop = calloc(len ? len : 1, 1);
+	QASSERT(drop != NULL);
+	for (size_t i = 0; i < len; i++)
+		drop[i] = parts->p[i] == old;
+	drop_parts(q, drop);
+	free(drop);
 }
 
 void
@@ -397,18 +493,21 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 	p = find_id(pid);
 	if (!p) {
 		struct pq_queue *q = get_queue(queue_id, queue, ns, task);
-		struct pq_parts *old = q->parts, *grown;
+		struct pq_parts *old, *grown;
 
+		drop_stale_name(q, queue, partition);
+		old = q->parts;
 		p = calloc(1, sizeof(*p));
 		QASSERT(p != NULL);
 		snprintf(p->id, sizeof(p->id), "%s", pid);
 		p->name = xstrdup(partition);
 		p->q = q;
+		p->born = atomic_fetch_add(&pidx_learned, 1) + 1;
 		atomic_store(&p->log_end, log_end);
 		for (int i = 0; i < GSLOT_BLOCK; i++)
 			atomic_store(&p->groups.s[i].committed, -1);
 		cds_lfht_add(ht_ids, hash_str(pid), &p->by_id);
-		atomic_fetch_add(&pidx_learned, 1);
+		atomic_fetch_add(&pidx_n_parts, 1);
 		cds_lfht_add(ht_parts, hash_pair(queue, partition), &p->by_name);
 		size_t len = parts_len(old);
 
@@ -504,7 +603,11 @@ find_slot(struct pq_part *p, uint64_t gh, int claim)
 		for (int i = 0; i < GSLOT_BLOCK; i++) {
 			uint64_t seen = 0;
 
-			if (atomic_compare_exchange_strong(&b->s[i].gh, &seen, gh) || seen == gh)
+			if (atomic_compare_exchange_strong(&b->s[i].gh, &seen, gh)) {
+				atomic_fetch_add(&pidx_n_slots, 1);
+				return &b->s[i];
+			}
+			if (seen == gh)
 				return &b->s[i];
 		}
 		struct gblock *next = atomic_load(&b->next);
@@ -516,8 +619,10 @@ find_slot(struct pq_part *p, uint64_t gh, int claim)
 			for (int i = 0; i < GSLOT_BLOCK; i++)
 				atomic_store(&nb->s[i].committed, -1);
 			atomic_store(&nb->s[0].gh, gh);
-			if (atomic_compare_exchange_strong(&b->next, &next, nb))
+			if (atomic_compare_exchange_strong(&b->next, &next, nb)) {
+				atomic_fetch_add(&pidx_n_slots, 1);
 				return &nb->s[0];
+			}
 			free(nb);	/* another group appended first: look in its block */
 		}
 		b = next;
@@ -641,16 +746,185 @@ pidx_forget_queue(const char *queue)
 	if (q) {
 		struct pq_parts *parts = q->parts;
 
-		for (size_t i = 0; i < parts_len(parts); i++) {
-			cds_lfht_del(ht_ids, &parts->p[i]->by_id);
-			cds_lfht_del(ht_parts, &parts->p[i]->by_name);
-			urcu_memb_call_rcu(&parts->p[i]->rcu, free_part_rcu);
-		}
-		cds_lfht_del(ht_queues, &q->node);
-		urcu_memb_call_rcu(&q->rcu, free_queue_rcu);
+		for (size_t i = 0; i < parts_len(parts); i++)
+			unlink_part(parts->p[i]);
+		unlink_queue(q);
 	}
 	urcu_memb_read_unlock();
 	pthread_mutex_unlock(&pidx_write_mu);
+}
+
+/* Slots marked GH_DYING, to be emptied once a grace period has passed. */
+struct dying {
+	struct gslot **s;
+	size_t n, cap;
+};
+
+/* Marks the slots of gh on p dying (one, unless two claims raced). Under pidx_write_mu and
+ * a read-side section. */
+static void
+kill_slot(struct pq_part *p, uint64_t gh, struct dying *d)
+{
+	for (struct gblock *b = &p->groups; b; b = atomic_load(&b->next)) {
+		for (int i = 0; i < GSLOT_BLOCK; i++) {
+			uint64_t want = gh;
+
+			if (!atomic_compare_exchange_strong(&b->s[i].gh, &want, GH_DYING))
+				continue;
+			if (d->n == d->cap) {
+				d->cap = d->cap ? 2 * d->cap : 64;
+				d->s = realloc(d->s, d->cap * sizeof(d->s[0]));
+				QASSERT(d->s != NULL);
+			}
+			d->s[d->n++] = &b->s[i];
+		}
+	}
+}
+
+/* Empties the dying slots for the next groups. Under pidx_write_mu, outside any read-side
+ * section: the partitions holding them are not freed meanwhile (only writers holding the
+ * mutex remove partitions). After the grace period no thread is left that found one of them
+ * by its old group, so none writes that group's cursor into a slot another group takes. */
+static void
+bury_slots(struct dying *d)
+{
+	if (d->n)
+		urcu_memb_synchronize_rcu();
+	for (size_t i = 0; i < d->n; i++) {
+		struct gslot *s = d->s[i];
+
+		atomic_store(&s->committed, -1);
+		atomic_store(&s->lease_until, 0);
+		atomic_store(&s->stamp, 0);
+		atomic_store(&s->implied, 0);
+		atomic_store(&s->seen, 0);
+		atomic_store(&s->gh, 0);
+	}
+	atomic_fetch_sub(&pidx_n_slots, (long)d->n);
+	free(d->s);
+}
+
+void
+pidx_forget_group(const char *queue, uint64_t gh)
+{
+	struct dying d = { NULL, 0, 0 };
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+
+	pthread_mutex_lock(&pidx_write_mu);
+	urcu_memb_read_lock();
+	if (queue) {
+		struct pq_queue *q = find_queue(queue);
+		struct pq_parts *parts = q ? q->parts : NULL;
+
+		for (size_t i = 0; q && i < parts_len(parts); i++)
+			kill_slot(parts->p[i], gh, &d);
+	} else {
+		cds_lfht_for_each(ht_ids, &it, n)
+			kill_slot(caa_container_of(n, struct pq_part, by_id), gh, &d);
+	}
+	urcu_memb_read_unlock();
+	bury_slots(&d);
+	pthread_mutex_unlock(&pidx_write_mu);
+}
+
+struct pidx_sweep
+pidx_sweep_begin(void)
+{
+	static _Atomic uint64_t gen;
+	struct pidx_sweep sw;
+
+	sw.gen = atomic_fetch_add(&gen, 1) + 1;
+	sw.born = atomic_load(&pidx_learned);
+	sw.mark = atomic_load(&cursor_seq);
+	return sw;
+}
+
+void
+pidx_sweep_keep(const struct pidx_sweep *sw, const char *pid, uint64_t gh)
+{
+	struct pq_part *p;
+
+	urcu_memb_read_lock();
+	p = find_id(pid);
+	if (p) {
+		atomic_store(&p->seen, sw->gen);
+		if (gh) {
+			struct gslot *s = find_slot(p, gh, 0);
+
+			if (s)
+				atomic_store(&s->seen, sw->gen);
+		}
+	}
+	urcu_memb_read_unlock();
+}
+
+/* The slots of p whose group the sweep found nowhere: no cursor row in the snapshot, no
+ * live update since it began, and not known to the database on this queue. */
+static void
+sweep_slots(const struct pidx_sweep *sw, struct pq_part *p,
+	    int (*group_known)(void *arg, const char *queue, uint64_t gh), void *arg,
+	    struct dying *d)
+{
+	for (struct gblock *b = &p->groups; b; b = atomic_load(&b->next)) {
+		for (int i = 0; i < GSLOT_BLOCK; i++) {
+			struct gslot *s = &b->s[i];
+			uint64_t gh = atomic_load(&s->gh);
+
+			if (gh == 0 || gh == GH_DYING || atomic_load(&s->seen) == sw->gen ||
+			    atomic_load(&s->stamp) > sw->mark || group_known(arg, p->q->name, gh))
+				continue;
+			kill_slot(p, gh, d);
+		}
+	}
+}
+
+void
+pidx_sweep_end(const struct pidx_sweep *sw,
+	       int (*group_known)(void *arg, const char *queue, uint64_t gh), void *arg)
+{
+	struct dying d = { NULL, 0, 0 };
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+	unsigned char *drop = NULL;
+	size_t dropcap = 0;
+
+	pthread_mutex_lock(&pidx_write_mu);
+	urcu_memb_read_lock();
+	cds_lfht_for_each(ht_queues, &it, n) {
+		struct pq_queue *q = caa_container_of(n, struct pq_queue, node);
+		struct pq_parts *parts = q->parts;
+		size_t len = parts_len(parts), gone = 0;
+
+		if (len > dropcap) {
+			dropcap = len;
+			drop = realloc(drop, dropcap);
+			QASSERT(drop != NULL);
+		}
+		for (size_t i = 0; i < len; i++) {
+			struct pq_part *p = parts->p[i];
+
+			/* Added after the snapshot's query began: too new to be in it. */
+			drop[i] = atomic_load(&p->seen) != sw->gen && p->born <= sw->born;
+			gone += drop[i];
+			if (!drop[i])
+				sweep_slots(sw, p, group_known, arg, &d);
+		}
+		if (gone && drop_parts(q, drop) == 0)
+			unlink_queue(q);
+	}
+	urcu_memb_read_unlock();
+	free(drop);
+	bury_slots(&d);
+	pthread_mutex_unlock(&pidx_write_mu);
+}
+
+void
+pidx_size(long *queues, long *partitions, long *group_slots)
+{
+	*queues = atomic_load(&pidx_n_queues);
+	*partitions = atomic_load(&pidx_n_parts);
+	*group_slots = atomic_load(&pidx_n_slots);
 }
 
 void

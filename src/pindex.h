@@ -60,12 +60,37 @@ void pidx_cursor_snapshot(const char *pid, uint64_t group_hash, int64_t committe
 int pidx_queue_of(const char *pid, char *queue, size_t len);
 /* Namespace and task of a known queue (copied into the buffers); 0 when unknown. */
 int pidx_queue_labels(const char *queue, char *ns, size_t nslen, char *task, size_t tasklen);
+/* Removes a deleted queue and its partitions (from this broker's delete). */
 void pidx_forget_queue(const char *queue);
+/* Empties the slots of a deleted group on the partitions of queue (NULL: of every queue), for
+ * the next groups; its next pop there goes to SQL, as a first contact. Waits for a grace
+ * period: not on a hot path. */
+void pidx_forget_group(const char *queue, uint64_t group_hash);
 /* Partitions the index has learned since start (never decreases). */
 long pidx_partitions_learned(void);
 /* Grows the partition tables to the partitions known (one bucket each, a power of two):
  * called by the maintenance thread, outside any read-side critical section. */
 void pidx_fit(void);
+
+/* What the index holds now: queues, partitions, and group slots in use. */
+void pidx_size(long *queues, long *partitions, long *group_slots);
+
+/* A resync against a database snapshot, so that the index follows what exists (queues
+ * deleted and groups deleted on other brokers): pidx_sweep_begin before the snapshot's
+ * query, pidx_sweep_keep for every partition (and, gh not 0, cursor) of the snapshot, then
+ * pidx_sweep_end, which removes the partitions the snapshot did not have (but not those
+ * added since it began) and empties the slots of groups that have no cursor row in it, no
+ * live update since it began, and that group_known (stored starts, asked after the
+ * snapshot) does not know on the queue. Called by one thread at a time. */
+struct pidx_sweep {
+	uint64_t gen, mark;
+	long born;
+};
+struct pidx_sweep pidx_sweep_begin(void);
+void pidx_sweep_keep(const struct pidx_sweep *sw, const char *pid, uint64_t group_hash);
+void pidx_sweep_end(const struct pidx_sweep *sw,
+		    int (*group_known)(void *arg, const char *queue, uint64_t group_hash),
+		    void *arg);
 
 /* Calls fn for every known queue with its partition count and the number of offsets its
  * partitions have allocated (messages ever stored), as last seen. fn must not block. */

@@ -48,6 +48,9 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"FROM queen_index_snapshot()", 0 },
 	[SQL_SUBSCRIPTIONS_SUM] = { "subscriptions_sum",
 		"SELECT queen_subscriptions_sum()", 0 },
+	[SQL_INDEX_GROUPS] = { "index_groups",
+		"SELECT q.name, s.group_name FROM queen_subscriptions s "
+		"JOIN queen_queues q ON q.id = s.queue_id", 0 },
 	[SQL_STATS] = { "stats", "SELECT queen_stats()::text", 0 },
 	[SQL_PING] = { "ping", "SELECT 1", 0 },
 	[SQL_LISTEN] = { "listen", "LISTEN queen_push", 0 },
