@@ -29,6 +29,7 @@
 #   PG_BIN        PostgreSQL binaries (default: /usr/lib/postgresql/15/bin)
 #   BENCH_RETENTION_INTERVAL  the broker's RETENTION_INTERVAL, ms (default 1000; min 100)
 #   KEEP_TMP=1    keep the temp dir (logs, data) after the run
+#   BENCH_LOG_LEVEL  the broker's LOG_LEVEL (default warn; debug shows spool drain batches)
 #   BENCH_PG_CONF extra postgresql.conf lines, e.g. for profiling:
 #                 "shared_preload_libraries = 'pg_stat_statements'"
 set -eu
@@ -123,7 +124,7 @@ qport=$(free_port)
 mkdir -p "$tmp/spool"
 cat >"$tmp/queend.env" <<EOF
 PG_HOST=127.0.0.1 PG_PORT=$pgport PG_USER=postgres PG_PASSWORD=x PG_DB=postgres
-PORT=$qport HOST=127.0.0.1 LOG_LEVEL=warn FILE_BUFFER_DIR=$tmp/spool
+PORT=$qport HOST=127.0.0.1 LOG_LEVEL=${BENCH_LOG_LEVEL:-warn} FILE_BUFFER_DIR=$tmp/spool
 RETENTION_INTERVAL=$BENCH_RETENTION_INTERVAL
 QUEEN_ENCRYPTION_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 EOF

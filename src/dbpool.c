@@ -17,8 +17,9 @@
 #define DB_MAX_OWN 1024
 /* Reconnect attempts of one connection while the server is away: 50 ms doubling to this. An
  * attempt on a server that is down costs a refused TCP connect; a long backoff would only
- * keep the broker away for that long once the server is back (recovery in under 2 s). */
-#define DB_BACKOFF_MAX_MS 400
+ * keep the broker away for that long once the server is back: measured after a restart
+ * under load, the drainer's first batch waited up to 350 ms for its next attempt at 400. */
+#define DB_BACKOFF_MAX_MS 100
 
 struct dbconn {
 	int id;

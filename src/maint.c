@@ -424,6 +424,7 @@ maint_main(void *arg)
 				need_resync |= apply_notify(n->extra);
 			PQfreemem(n);
 		}
+		pidx_fit();
 		for (struct maint_task *t = maint_tasks; t->name; t++) {
 			if (now_ms() < t->next_ms)
 				continue;

@@ -68,6 +68,10 @@ void pidx_forget_queue(const char *queue);
 void pidx_forget_group(const char *queue, uint64_t group_hash);
 /* Partitions the index has learned since start (never decreases). */
 long pidx_partitions_learned(void);
+/* Grows the partition tables to the partitions known (one bucket each, a power of two):
+ * called by the maintenance thread, outside any read-side critical section. */
+void pidx_fit(void);
+
 /* What the index holds now: queues, partitions, and group slots in use. */
 void pidx_size(long *queues, long *partitions, long *group_slots);
 
