@@ -50,11 +50,11 @@ h_metrics(struct req *r, struct wk *w)
 	struct strbuf sb;
 	char *stats = db_stats(w);
 	uint64_t refused[AUTH_REFUSAL__COUNT];
-	long iq, ip, ig;
+	long iq, ip, ig, ib;
 
 	metrics_read(&m);
 	auth_counts(refused);
-	pidx_size(&iq, &ip, &ig);
+	pidx_size(&iq, &ip, &ig, &ib);
 	sb_init(&sb);
 	sb_addf(&sb, "{\"uptimeSeconds\":%lld,\"requests\":{\"total\":%llu,\"2xx\":%llu,"
 		"\"4xx\":%llu,\"5xx\":%llu},\"messages\":{\"pushed\":%llu,\"duplicates\":%llu,"
@@ -65,7 +65,7 @@ h_metrics(struct req *r, struct wk *w)
 		"\"spool\":{\"pendingCount\":%ld,\"failedCount\":%ld},"
 		"\"authRefused\":{\"missing\":%llu,\"invalid\":%llu,\"expired\":%llu,"
 		"\"forbidden\":%llu,\"protected\":%llu},\"index\":{\"queues\":%ld,"
-		"\"partitions\":%ld,\"groupSlots\":%ld},\"database\":%s}",
+		"\"partitions\":%ld,\"groupSlots\":%ld,\"slotBlocks\":%ld},\"database\":%s}",
 		(long long)metrics_uptime_s(), (unsigned long long)m.requests,
 		(unsigned long long)m.req_2xx, (unsigned long long)m.req_4xx,
 		(unsigned long long)m.req_5xx, (unsigned long long)m.pushed,
@@ -78,7 +78,7 @@ h_metrics(struct req *r, struct wk *w)
 		spool_failed(), (unsigned long long)refused[AUTH_MISSING],
 		(unsigned long long)refused[AUTH_INVALID], (unsigned long long)refused[AUTH_EXPIRED],
 		(unsigned long long)refused[AUTH_FORBIDDEN],
-		(unsigned long long)refused[AUTH_PROTECTED], iq, ip, ig, stats);
+		(unsigned long long)refused[AUTH_PROTECTED], iq, ip, ig, ib, stats);
 	free(stats);
 	req_reply_sb(r, 200, &sb);
 	return QE_OK;
@@ -165,15 +165,18 @@ h_prometheus(struct req *r, struct wk *w)
 	     (unsigned long long)spool_pending());
 	prom(&sb, "spool_failed", "gauge", "Spooled pushes set aside after refused replays.",
 	     (unsigned long long)spool_failed());
-	long iq, ip, ig;
+	long iq, ip, ig, ib;
 
-	pidx_size(&iq, &ip, &ig);
+	pidx_size(&iq, &ip, &ig, &ib);
 	prom(&sb, "index_queues", "gauge", "Queues in the partition index.",
 	     (unsigned long long)iq);
 	prom(&sb, "index_partitions", "gauge", "Partitions in the partition index.",
 	     (unsigned long long)ip);
 	prom(&sb, "index_group_slots", "gauge",
 	     "Consumer group cursors held by the partition index.", (unsigned long long)ig);
+	prom(&sb, "index_slot_blocks", "gauge",
+	     "Blocks of 4 cursor slots beyond the first of each partition.",
+	     (unsigned long long)ib);
 	/* Refusals of authentication and protected mode, by reason (SPEC 17). */
 	uint64_t refused[AUTH_REFUSAL__COUNT];
 

@@ -257,7 +257,7 @@ resync(struct dbconn *db)
 	struct pidx_sweep sw = pidx_sweep_begin();
 	struct known_groups known;
 	uint64_t t0;
-	long nq, np, ng;
+	long nq, np, ng, nb;
 
 	resync_subscriptions(db);
 
@@ -294,9 +294,9 @@ resync(struct dbconn *db)
 		qsort(known.pair, (size_t)known.n, sizeof(known.pair[0]), pair_cmp);
 		t0 = now_us();
 		pidx_sweep_end(&sw, group_known, &known);
-		pidx_size(&nq, &np, &ng);
-		log_debug("index sweep: %lld us, %ld queues, %ld partitions, %ld group slots left",
-			  (long long)(now_us() - t0), nq, np, ng);
+		pidx_size(&nq, &np, &ng, &nb);
+		log_debug("index sweep: %lld us, %ld queues, %ld partitions, %ld group slots in "
+			  "%ld more blocks left", (long long)(now_us() - t0), nq, np, ng, nb);
 		free(known.pair);
 	}
 	/* Configures on other brokers reach the encrypted-queue cache here too (after the

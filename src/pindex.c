@@ -35,16 +35,30 @@ struct gslot {
 };
 
 /* A partition's group slots: a chain of blocks, the first inside the partition node. A block
- * is appended (CAS on the tail's next) when a group finds every slot taken, and never removed
- * before the partition itself: readers walk the chain without a lock, and any number of
- * groups stays on the fast path. The slots of deleted groups are taken by the next groups,
- * so a partition keeps as many blocks as it had groups at once. */
+ * is appended (CAS on the tail's next) when a group finds every slot taken: readers walk the
+ * chain without a lock, and any number of groups stays on the fast path. The slots of
+ * deleted groups are taken by the next groups, and empty blocks at the end of the chain are
+ * removed (trim_blocks): a closed block's next is GB_END, which ends a walk, and sends a
+ * claim back to the head. */
 #define GSLOT_BLOCK 4
 
 struct gblock {
 	struct gslot s[GSLOT_BLOCK];
 	struct gblock *_Atomic next;
+	struct rcu_head rcu;
 };
+
+static struct gblock gb_end_mark;
+#define GB_END (&gb_end_mark)
+
+/* The block after b in a walk (NULL at the end). */
+static struct gblock *
+gb_next(struct gblock *b)
+{
+	struct gblock *n = atomic_load(&b->next);
+
+	return n == GB_END ? NULL : n;
+}
 
 struct pq_queue;
 
@@ -97,7 +111,7 @@ static pthread_mutex_t pidx_write_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t pidx_key[16];
 static _Atomic long pidx_learned;
 /* What the index holds now, for /metrics. */
-static _Atomic long pidx_n_queues, pidx_n_parts, pidx_n_slots;
+static _Atomic long pidx_n_queues, pidx_n_parts, pidx_n_slots, pidx_n_blocks;
 
 static uint64_t
 hash_str(const char *s)
@@ -197,15 +211,16 @@ held_slots(struct gblock *b)
 static void
 free_part(struct pq_part *p)
 {
-	struct gblock *b = atomic_load(&p->groups.next);
+	struct gblock *b = gb_next(&p->groups);
 	long slots = held_slots(&p->groups);
 
-	for (struct gblock *c = b; c; c = atomic_load(&c->next))
+	for (struct gblock *c = b; c; c = gb_next(c))
 		slots += held_slots(c);
 	atomic_fetch_sub(&pidx_n_slots, slots);
 	while (b) {
-		struct gblock *next = atomic_load(&b->next);
+		struct gblock *next = gb_next(b);
 
+		atomic_fetch_sub(&pidx_n_blocks, 1);
 		free(b);
 		b = next;
 	}
@@ -593,7 +608,7 @@ find_slot(struct pq_part *p, uint64_t gh, int claim)
 {
 	struct gblock *b;
 
-	for (b = &p->groups; b; b = atomic_load(&b->next))
+	for (b = &p->groups; b; b = gb_next(b))
 		for (int i = 0; i < GSLOT_BLOCK; i++)
 			if (atomic_load(&b->s[i].gh) == gh)
 				return &b->s[i];
@@ -621,11 +636,13 @@ find_slot(struct pq_part *p, uint64_t gh, int claim)
 			atomic_store(&nb->s[0].gh, gh);
 			if (atomic_compare_exchange_strong(&b->next, &next, nb)) {
 				atomic_fetch_add(&pidx_n_slots, 1);
+				atomic_fetch_add(&pidx_n_blocks, 1);
 				return &nb->s[0];
 			}
 			free(nb);	/* another group appended first: look in its block */
 		}
-		b = next;
+		/* A block being trimmed away sends the claim back to the head. */
+		b = next == GB_END ? &p->groups : next;
 	}
 }
 
@@ -677,7 +694,7 @@ pidx_forget_implied(uint64_t gh)
 	cds_lfht_for_each(ht_ids, &it, n) {
 		struct pq_part *p = caa_container_of(n, struct pq_part, by_id);
 
-		for (struct gblock *b = &p->groups; b; b = atomic_load(&b->next)) {
+		for (struct gblock *b = &p->groups; b; b = gb_next(b)) {
 			for (int i = 0; i < GSLOT_BLOCK; i++) {
 				struct gslot *s = &b->s[i];
 				uint64_t sg = atomic_load(&s->gh);
@@ -754,9 +771,11 @@ pidx_forget_queue(const char *queue)
 	pthread_mutex_unlock(&pidx_write_mu);
 }
 
-/* Slots marked GH_DYING, to be emptied once a grace period has passed. */
+/* Slots marked GH_DYING (and their partitions), to be emptied once a grace period has
+ * passed. */
 struct dying {
 	struct gslot **s;
+	struct pq_part **p;
 	size_t n, cap;
 };
 
@@ -765,7 +784,7 @@ struct dying {
 static void
 kill_slot(struct pq_part *p, uint64_t gh, struct dying *d)
 {
-	for (struct gblock *b = &p->groups; b; b = atomic_load(&b->next)) {
+	for (struct gblock *b = &p->groups; b; b = gb_next(b)) {
 		for (int i = 0; i < GSLOT_BLOCK; i++) {
 			uint64_t want = gh;
 
@@ -774,17 +793,62 @@ kill_slot(struct pq_part *p, uint64_t gh, struct dying *d)
 			if (d->n == d->cap) {
 				d->cap = d->cap ? 2 * d->cap : 64;
 				d->s = realloc(d->s, d->cap * sizeof(d->s[0]));
-				QASSERT(d->s != NULL);
+				d->p = realloc(d->p, d->cap * sizeof(d->p[0]));
+				QASSERT(d->s != NULL && d->p != NULL);
 			}
+			d->p[d->n] = p;
 			d->s[d->n++] = &b->s[i];
 		}
 	}
 }
 
-/* Empties the dying slots for the next groups. Under pidx_write_mu, outside any read-side
- * section: the partitions holding them are not freed meanwhile (only writers holding the
- * mutex remove partitions). After the grace period no thread is left that found one of them
- * by its old group, so none writes that group's cursor into a slot another group takes. */
+static void
+free_block_rcu(struct rcu_head *h)
+{
+	free(caa_container_of(h, struct gblock, rcu));
+}
+
+/* Removes the empty blocks at the end of p's chain (never the first, inside p). Under
+ * pidx_write_mu, the only place blocks are removed. A block is closed by taking its four free
+ * slots (0 -> GH_DYING) and then its next (NULL -> GB_END): a claim racing either wins first
+ * (the block stays) or finds it closed and starts again from the head; it is unlinked and
+ * freed after a grace period, when no walk is left in it. */
+static void
+trim_blocks(struct pq_part *p)
+{
+	for (;;) {
+		struct gblock *prev = &p->groups, *last = gb_next(prev), *nil = NULL;
+		int closed = 0;
+
+		if (!last)
+			return;
+		while (gb_next(last)) {
+			prev = last;
+			last = gb_next(last);
+		}
+		for (; closed < GSLOT_BLOCK; closed++) {
+			uint64_t free_gh = 0;
+
+			if (!atomic_compare_exchange_strong(&last->s[closed].gh, &free_gh, GH_DYING))
+				break;
+		}
+		if (closed < GSLOT_BLOCK || !atomic_compare_exchange_strong(&last->next, &nil,
+									    GB_END)) {
+			while (closed > 0)
+				atomic_store(&last->s[--closed].gh, 0);
+			return;
+		}
+		atomic_store(&prev->next, NULL);
+		atomic_fetch_sub(&pidx_n_blocks, 1);
+		urcu_memb_call_rcu(&last->rcu, free_block_rcu);
+	}
+}
+
+/* Empties the dying slots for the next groups, and trims the blocks left empty. Under
+ * pidx_write_mu, outside any read-side section: the partitions holding them are not freed
+ * meanwhile (only writers holding the mutex remove partitions). After the grace period no
+ * thread is left that found one of them by its old group, so none writes that group's
+ * cursor into a slot another group takes. */
 static void
 bury_slots(struct dying *d)
 {
@@ -801,13 +865,17 @@ bury_slots(struct dying *d)
 		atomic_store(&s->gh, 0);
 	}
 	atomic_fetch_sub(&pidx_n_slots, (long)d->n);
+	for (size_t i = 0; i < d->n; i++)
+		if (i == 0 || d->p[i] != d->p[i - 1])
+			trim_blocks(d->p[i]);
 	free(d->s);
+	free(d->p);
 }
 
 void
 pidx_forget_group(const char *queue, uint64_t gh)
 {
-	struct dying d = { NULL, 0, 0 };
+	struct dying d = { NULL, NULL, 0, 0 };
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *n;
 
@@ -866,7 +934,7 @@ sweep_slots(const struct pidx_sweep *sw, struct pq_part *p,
 	    int (*group_known)(void *arg, const char *queue, uint64_t gh), void *arg,
 	    struct dying *d)
 {
-	for (struct gblock *b = &p->groups; b; b = atomic_load(&b->next)) {
+	for (struct gblock *b = &p->groups; b; b = gb_next(b)) {
 		for (int i = 0; i < GSLOT_BLOCK; i++) {
 			struct gslot *s = &b->s[i];
 			uint64_t gh = atomic_load(&s->gh);
@@ -883,7 +951,7 @@ void
 pidx_sweep_end(const struct pidx_sweep *sw,
 	       int (*group_known)(void *arg, const char *queue, uint64_t gh), void *arg)
 {
-	struct dying d = { NULL, 0, 0 };
+	struct dying d = { NULL, NULL, 0, 0 };
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *n;
 	unsigned char *drop = NULL;
@@ -920,11 +988,12 @@ pidx_sweep_end(const struct pidx_sweep *sw,
 }
 
 void
-pidx_size(long *queues, long *partitions, long *group_slots)
+pidx_size(long *queues, long *partitions, long *group_slots, long *slot_blocks)
 {
 	*queues = atomic_load(&pidx_n_queues);
 	*partitions = atomic_load(&pidx_n_parts);
 	*group_slots = atomic_load(&pidx_n_slots);
+	*slot_blocks = atomic_load(&pidx_n_blocks);
 }
 
 void

@@ -72,8 +72,9 @@ long pidx_partitions_learned(void);
  * called by the maintenance thread, outside any read-side critical section. */
 void pidx_fit(void);
 
-/* What the index holds now: queues, partitions, and group slots in use. */
-void pidx_size(long *queues, long *partitions, long *group_slots);
+/* What the index holds now: queues, partitions, group slots in use, and blocks of slots
+ * beyond the first of each partition (which holds 4). */
+void pidx_size(long *queues, long *partitions, long *group_slots, long *slot_blocks);
 
 /* A resync against a database snapshot, so that the index follows what exists (queues
  * deleted and groups deleted on other brokers): pidx_sweep_begin before the snapshot's

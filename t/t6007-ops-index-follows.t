@@ -128,4 +128,27 @@ subtest 'a deleted queue leaves the index, and the same name is served again' =>
 	is_deeply(txns($b2), ['d-1'], 'and a third incarnation works across both');
 };
 
+subtest 'a partition read by many groups gives back its blocks of slots' => sub {
+	# Queue mode's cursor on the third 'many', once both brokers have it.
+	my ($slots_a, $slots_b) = map { index_until($_, sub { ($_[0]{groupSlots} // 0) == 1 })
+		->{groupSlots} } $A, $B;
+	push_parts($A, 'wide', 1, 'w');
+	is(drain($A, 'wide', "w$_"), 1, "group w$_ reads it") for 1 .. 12;
+	my $ix = index_of($A);
+	is($ix->{slotBlocks}, 2, '12 groups on one partition: 2 blocks past the first 4 slots');
+	$ix = index_until($B, sub { ($_[0]{slotBlocks} // 0) == 2 });
+	is($ix->{slotBlocks}, 2, 'B too, from its resync');
+	for my $g (1 .. 12) {
+		my ($s) = $A->del("/api/v1/consumer-groups/w$g");
+		die "delete w$g: $s\n" unless $s == 200;
+	}
+	$ix = index_of($A);
+	is_deeply([ @$ix{qw(groupSlots slotBlocks)} ], [ $slots_a, 0 ],
+		'all deleted: A holds none of their slots, and no block');
+	$ix = index_until($B, sub { ($_[0]{slotBlocks} // -1) == 0 && $_[0]{groupSlots} == $slots_b });
+	is_deeply([ @$ix{qw(groupSlots slotBlocks)} ], [ $slots_b, 0 ], 'B neither, after its resync');
+	is(drain($B, 'wide', 'w13'), 1, 'a new group reads the partition on B');
+	is(drain($A, 'wide', 'w14'), 1, 'another on A');
+};
+
 done_testing();
