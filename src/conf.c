@@ -126,9 +126,6 @@ static const struct conf_def conf_table[] = {
 	  "push batches running at once (waiting pushes join the next one), the shards "
 	  "by partition each batch is stored in at once, and the connections a spool "
 	  "replay uses at once" },
-	{ "QUEEN_HEAVY_PUSH_SHARE", NULL, CT_INT, F(heavy_push_share), "50", 1, 100, NULL, 1,
-	  0, "percent of the time pushes too large to share a group commit may run while "
-	  "other pushes are being stored (100: no pacing)" },
 	{ "QUEEN_INDEX_RESYNC_MS", NULL, CT_INT, F(index_resync_ms), "10000", 100, 86400000,
 	  NULL, 1, 0, "interval of the partition index resync from PostgreSQL, ms" },
 	{ "QUEEN_MAX_PUSH_ITEMS", NULL, CT_INT, F(max_push_items), "10000", 1, 10000000, NULL, 1,

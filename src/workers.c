@@ -13,7 +13,6 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
 #define WK_MAX_BATCH 512
 
@@ -25,8 +24,6 @@ static struct req *wk_head, *wk_tail;
 static long wk_len;
 static int64_t wk_lanes_busy;	/* light push batches running */
 static int64_t wk_heavy_busy;	/* heavy ones running (see heavy) */
-static int64_t wk_light_runs;	/* light push batches started, ever */
-static int64_t wk_heavy_at_ms;	/* no heavy batch starts before this (monotonic) */
 static int wk_stopping;
 static pthread_t *wk_threads;
 static struct wk *wk_ctx;
@@ -36,9 +33,7 @@ static int wk_n;
  * holds, or a body past WK_HEAVY_BYTES). It runs alone, on lanes of its own beside the
  * QUEEN_PUSH_LANES of the light pushes (QUEEN_PUSH_LANES - 1 of them, at least one), so a
  * client sending 64 MiB bodies delays nobody else's push beyond the commit of the batch it
- * shares. It still takes CPU from them, in the broker and in PostgreSQL: when light
- * batches ran beside one, the next heavy batch waits, so that heavy pushes hold at most
- * QUEEN_HEAVY_PUSH_SHARE percent of the time while others push (pace_heavy). */
+ * shares. */
 #define WK_HEAVY_BYTES (1024 * 1024)
 
 static int
@@ -52,8 +47,7 @@ static int
 lane_free(const struct req *r)
 {
 	if (heavy(r))
-		return wk_heavy_busy < (qconf.push_lanes > 1 ? qconf.push_lanes - 1 : 1) &&
-		       now_ms() >= wk_heavy_at_ms;
+		return wk_heavy_busy < (qconf.push_lanes > 1 ? qconf.push_lanes - 1 : 1);
 	return wk_lanes_busy < qconf.push_lanes;
 }
 
@@ -85,9 +79,8 @@ wk_submit(struct req *r)
 	wk_tail = r;
 	wk_len++;
 	/* A push that must wait for a lane wakes nobody: the lane's worker takes it with the
-	 * others when it finishes. Waking a worker that cannot run it only costs a switch. A
-	 * heavy push waiting for its pace wakes one, which then waits until that time. */
-	if (!coalesces(r) || lane_free(r) || (heavy(r) && wk_heavy_at_ms > now_ms()))
+	 * others when it finishes. Waking a worker that cannot run it only costs a switch. */
+	if (!coalesces(r) || lane_free(r))
 		pthread_cond_signal(&wk_cv);
 	pthread_mutex_unlock(&wk_mu);
 	return QE_OK;
@@ -213,7 +206,6 @@ take_jobs(struct req **out, size_t max, int *is_heavy)
 		return n;
 	}
 	wk_lanes_busy++;
-	wk_light_runs++;
 	items = first->weight;
 	while (cur && n < max && items < (size_t)qconf.group_commit_items) {
 		struct req *next = cur->next;
@@ -229,42 +221,6 @@ take_jobs(struct req **out, size_t max, int *is_heavy)
 		cur = next;
 	}
 	return n;
-}
-
-/* A heavy batch that started at t0 (when light0 light batches had started) is done: if light
- * batches ran beside it, the next heavy one waits long enough for heavy batches to have held
- * QUEEN_HEAVY_PUSH_SHARE percent of the time. Alone, a bulk load runs at full speed. Called
- * with wk_mu held. */
-static void
-pace_heavy(int64_t t0, int64_t light0)
-{
-	int64_t now = now_ms(), took = now - t0;
-
-	if (wk_light_runs == light0 || qconf.heavy_push_share >= 100)
-		return;
-	wk_heavy_at_ms = now + took * (100 - qconf.heavy_push_share) / qconf.heavy_push_share;
-}
-
-/* Waits for work on wk_cv; while a heavy batch waits for its pace, until then at most. Called
- * with wk_mu held. */
-static void
-wait_for_work(void)
-{
-	int64_t now = now_ms();
-	struct timespec ts;
-
-	if (wk_heavy_at_ms <= now || !wk_head) {
-		pthread_cond_wait(&wk_cv, &wk_mu);
-		return;
-	}
-	clock_gettime(CLOCK_REALTIME, &ts);	/* wk_cv's clock */
-	ts.tv_sec += (wk_heavy_at_ms - now) / 1000;
-	ts.tv_nsec += (long)((wk_heavy_at_ms - now) % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(&wk_cv, &wk_mu, &ts);
 }
 
 static void
@@ -284,21 +240,12 @@ run_jobs(struct wk *w, struct req **jobs, size_t n, int is_heavy)
 		return;
 	}
 	if (jobs[0]->route->run_many) {
-		int64_t t0 = now_ms(), light0 = 0;
-
-		if (is_heavy) {
-			pthread_mutex_lock(&wk_mu);
-			light0 = wk_light_runs;
-			pthread_mutex_unlock(&wk_mu);
-		}
 		jobs[0]->route->run_many(jobs, n, w, rcs);
 		pthread_mutex_lock(&wk_mu);
-		if (is_heavy) {
+		if (is_heavy)
 			wk_heavy_busy--;
-			pace_heavy(t0, light0);
-		} else {
+		else
 			wk_lanes_busy--;
-		}
 		pthread_cond_broadcast(&wk_cv);
 		pthread_mutex_unlock(&wk_mu);
 	} else {
@@ -329,7 +276,7 @@ wk_main(void *arg)
 		while (!(call = take_call()) &&
 		       (n = wk_head ? take_jobs(jobs, ARRAY_LEN(jobs), &is_heavy) : 0) == 0 &&
 		       !(wk_stopping && !wk_head))
-			wait_for_work();
+			pthread_cond_wait(&wk_cv, &wk_mu);
 		pthread_mutex_unlock(&wk_mu);
 		if (call) {
 			run_call(w, call);
