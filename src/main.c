@@ -129,8 +129,8 @@ shutdown_all(void)
 	http_stop();
 	auth_stop();
 	pcrypt_stop();
-	pidx_thread_offline();
 	pidx_destroy();
+	pidx_thread_offline();
 	om_destroy();
 }
 
@@ -210,8 +210,8 @@ main(int argc, char **argv)
 		pg = wait_for_database(&stop);
 		if (!pg) {
 			auth_stop();
-			pidx_thread_offline();
 			pidx_destroy();
+			pidx_thread_offline();
 			om_destroy();
 			conf_free(&qconf);
 			return 0;
@@ -226,8 +226,8 @@ main(int argc, char **argv)
 		PQfinish(pg);
 		log_error("cannot bring the database schema up to date; stopping");
 		auth_stop();
-		pidx_thread_offline();
 		pidx_destroy();
+		pidx_thread_offline();
 		om_destroy();
 		conf_free(&qconf);
 		return 1;

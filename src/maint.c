@@ -266,14 +266,19 @@ resync(struct dbconn *db)
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *pid = PQgetvalue(res, i, 4);
 		int64_t end = atoll(PQgetvalue(res, i, 6));
+		const char *group = PQgetisnull(res, i, 7) ? NULL : PQgetvalue(res, i, 7);
+		int buried = pidx_sweep_buried(PQgetvalue(res, i, 1), group);
 		uint64_t gh = 0;
 
+		if (buried & PIDX_BURIED_QUEUE)
+			continue;
 		if (pidx_log_end(pid, end) != 1)
 			advanced++;
-		pidx_learn(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-			   PQgetvalue(res, i, 3), pid, PQgetvalue(res, i, 5), end);
-		if (!PQgetisnull(res, i, 7)) {
-			gh = pidx_group_hash(PQgetvalue(res, i, 7));
+		pidx_sweep_learn(&sw, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+				 PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), pid,
+				 PQgetvalue(res, i, 5), end);
+		if (group && !(buried & PIDX_BURIED_GROUP)) {
+			gh = pidx_group_hash(group);
 			pidx_cursor_snapshot(pid, gh, atoll(PQgetvalue(res, i, 8)),
 					     PQgetisnull(res, i, 9) ? 0 : atoll(PQgetvalue(res, i, 9)),
 					     mark);

@@ -112,6 +112,21 @@ static uint8_t pidx_key[16];
 static _Atomic long pidx_learned;
 /* What the index holds now, for /metrics. */
 static _Atomic long pidx_n_queues, pidx_n_parts, pidx_n_slots, pidx_n_blocks;
+/* Resyncs begun so far; the current one is numbered sweep_gen. */
+static _Atomic uint64_t sweep_gen;
+
+/* What this broker deleted while a resync's query may have been reading it: rows of a
+ * snapshot taken before the delete must not bring it back. A tombstone lives until the next
+ * resync begins, whose snapshot is later than the delete. */
+struct tomb {
+	uint64_t qh;	/* hash of the queue's name; 0: every queue (a group deleted everywhere) */
+	uint64_t gh;	/* the group; 0: the whole queue */
+	uint64_t gen;	/* sweep_gen when it was laid */
+};
+static pthread_mutex_t tomb_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct tomb *tombs;
+static size_t tomb_cap;
+static _Atomic size_t tomb_n;
 
 static uint64_t
 hash_str(const char *s)
@@ -258,31 +273,52 @@ free_parts_rcu(struct rcu_head *h)
 }
 
 /* Tears everything down; called once at exit with no reader left. */
+/* Collects the nodes of a table while taking them out of it: freed only after
+ * cds_lfht_destroy, which waits for a resize the deletions may have started (liburcu shrinks
+ * a table as it empties, in a thread of its own that still walks the nodes). */
+static void **
+unlink_all(struct cds_lfht *ht, size_t off, size_t *n)
+{
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *node;
+	void **v = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	urcu_memb_read_lock();
+	cds_lfht_for_each(ht, &it, node) {
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 64;
+			v = realloc(v, cap * sizeof(v[0]));
+			QASSERT(v != NULL);
+		}
+		v[(*n)++] = (char *)node - off;
+		cds_lfht_del(ht, node);
+	}
+	urcu_memb_read_unlock();
+	return v;
+}
+
 void
 pidx_destroy(void)
 {
-	struct cds_lfht_iter it;
-	struct cds_lfht_node *n;
+	size_t np, nq, nn;
+	void **parts, **queues, **names;
 
 	urcu_memb_barrier();
-	for (cds_lfht_first(ht_ids, &it); (n = cds_lfht_iter_get_node(&it)) != NULL;
-	     cds_lfht_next(ht_ids, &it)) {
-		struct pq_part *p = caa_container_of(n, struct pq_part, by_id);
-
-		cds_lfht_del(ht_ids, &p->by_id);
-		cds_lfht_del(ht_parts, &p->by_name);
-		free_part(p);
-	}
-	for (cds_lfht_first(ht_queues, &it); (n = cds_lfht_iter_get_node(&it)) != NULL;
-	     cds_lfht_next(ht_queues, &it)) {
-		struct pq_queue *q = caa_container_of(n, struct pq_queue, node);
-
-		cds_lfht_del(ht_queues, &q->node);
-		free_queue(q);
-	}
+	parts = unlink_all(ht_ids, offsetof(struct pq_part, by_id), &np);
+	names = unlink_all(ht_parts, offsetof(struct pq_part, by_name), &nn);
+	queues = unlink_all(ht_queues, offsetof(struct pq_queue, node), &nq);
 	cds_lfht_destroy(ht_ids, NULL);
 	cds_lfht_destroy(ht_parts, NULL);
 	cds_lfht_destroy(ht_queues, NULL);
+	for (size_t i = 0; i < np; i++)
+		free_part(parts[i]);
+	for (size_t i = 0; i < nq; i++)
+		free_queue(queues[i]);
+	free(parts);
+	free(names);
+	free(queues);
 }
 
 static int
@@ -488,9 +524,13 @@ drop_stale_name(struct pq_queue *q, const char *queue, const char *partition)
 	free(drop);
 }
 
-void
-pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *task,
-	   const char *pid, const char *partition, int64_t log_end)
+/* pidx_learn; as_of >= 0: the row comes from a snapshot whose query began when pidx_learned
+ * was as_of, and a partition of the same name learned since then is newer than it (a queue
+ * created again after the snapshot): the row is left out, not allowed to bring the old
+ * incarnation back. */
+static void
+learn(const char *queue_id, const char *queue, const char *ns, const char *task,
+      const char *pid, const char *partition, int64_t log_end, long as_of)
 {
 	struct pq_part *p;
 
@@ -506,6 +546,15 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 	pthread_mutex_lock(&pidx_write_mu);
 	urcu_memb_read_lock();
 	p = find_id(pid);
+	if (!p && as_of >= 0) {
+		struct pq_part *named = find_part(queue, partition);
+
+		if (named && named->born > as_of) {
+			urcu_memb_read_unlock();
+			pthread_mutex_unlock(&pidx_write_mu);
+			return;
+		}
+	}
 	if (!p) {
 		struct pq_queue *q = get_queue(queue_id, queue, ns, task);
 		struct pq_parts *old, *grown;
@@ -572,6 +621,21 @@ void
 pidx_set_push_hook(void (*hook)(const char *pid, int64_t log_end))
 {
 	pidx_push_hook = hook;
+}
+
+void
+pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *task,
+	   const char *pid, const char *partition, int64_t log_end)
+{
+	learn(queue_id, queue, ns, task, pid, partition, log_end, -1);
+}
+
+void
+pidx_sweep_learn(const struct pidx_sweep *sw, const char *queue_id, const char *queue,
+		 const char *ns, const char *task, const char *pid, const char *partition,
+		 int64_t log_end)
+{
+	learn(queue_id, queue, ns, task, pid, partition, log_end, sw->born);
 }
 
 void
@@ -752,11 +816,71 @@ pidx_queue_labels(const char *queue, char *ns, size_t nslen, char *task, size_t 
 	return found;
 }
 
+static void
+lay_tomb(uint64_t qh, uint64_t gh)
+{
+	size_t n;
+
+	pthread_mutex_lock(&tomb_mu);
+	n = atomic_load(&tomb_n);
+	if (n == tomb_cap) {
+		tomb_cap = tomb_cap ? 2 * tomb_cap : 16;
+		tombs = realloc(tombs, tomb_cap * sizeof(tombs[0]));
+		QASSERT(tombs != NULL);
+	}
+	tombs[n] = (struct tomb){ qh, gh, atomic_load(&sweep_gen) };
+	atomic_store(&tomb_n, n + 1);
+	pthread_mutex_unlock(&tomb_mu);
+}
+
+/* Drops the tombstones laid before resync gen began. */
+static void
+clear_tombs(uint64_t gen)
+{
+	size_t k = 0;
+
+	pthread_mutex_lock(&tomb_mu);
+	for (size_t i = 0; i < atomic_load(&tomb_n); i++)
+		if (tombs[i].gen >= gen)
+			tombs[k++] = tombs[i];
+	atomic_store(&tomb_n, k);
+	if (k == 0) {
+		free(tombs);
+		tombs = NULL;
+		tomb_cap = 0;
+	}
+	pthread_mutex_unlock(&tomb_mu);
+}
+
+int
+pidx_sweep_buried(const char *queue, const char *group)
+{
+	uint64_t qh, gh;
+	int r = 0;
+
+	if (atomic_load(&tomb_n) == 0)
+		return 0;
+	qh = hash_str(queue);
+	gh = group ? pidx_group_hash(group) : 0;
+	pthread_mutex_lock(&tomb_mu);
+	for (size_t i = 0; i < atomic_load(&tomb_n); i++) {
+		const struct tomb *t = &tombs[i];
+
+		if (t->gh == 0 && t->qh == qh)
+			r |= PIDX_BURIED_QUEUE;
+		else if (gh && t->gh == gh && (t->qh == 0 || t->qh == qh))
+			r |= PIDX_BURIED_GROUP;
+	}
+	pthread_mutex_unlock(&tomb_mu);
+	return r;
+}
+
 void
 pidx_forget_queue(const char *queue)
 {
 	struct pq_queue *q;
 
+	lay_tomb(hash_str(queue), 0);
 	pthread_mutex_lock(&pidx_write_mu);
 	urcu_memb_read_lock();
 	q = find_queue(queue);
@@ -879,6 +1003,7 @@ pidx_forget_group(const char *queue, uint64_t gh)
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *n;
 
+	lay_tomb(queue ? hash_str(queue) : 0, gh);
 	pthread_mutex_lock(&pidx_write_mu);
 	urcu_memb_read_lock();
 	if (queue) {
@@ -899,10 +1024,10 @@ pidx_forget_group(const char *queue, uint64_t gh)
 struct pidx_sweep
 pidx_sweep_begin(void)
 {
-	static _Atomic uint64_t gen;
 	struct pidx_sweep sw;
 
-	sw.gen = atomic_fetch_add(&gen, 1) + 1;
+	sw.gen = atomic_fetch_add(&sweep_gen, 1) + 1;
+	clear_tombs(sw.gen);
 	sw.born = atomic_load(&pidx_learned);
 	sw.mark = atomic_load(&cursor_seq);
 	return sw;

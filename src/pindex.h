@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 void pidx_init(void);
+/* Frees the index; called by a registered thread, before its pidx_thread_offline. */
 void pidx_destroy(void);
 void pidx_thread_online(void);
 void pidx_thread_offline(void);
@@ -89,6 +90,17 @@ struct pidx_sweep {
 };
 struct pidx_sweep pidx_sweep_begin(void);
 void pidx_sweep_keep(const struct pidx_sweep *sw, const char *pid, uint64_t group_hash);
+/* Whether this broker deleted the queue of a snapshot row (PIDX_BURIED_QUEUE: skip the
+ * row) or its group (PIDX_BURIED_GROUP, group not NULL: skip its cursor) since the current
+ * resync began: its snapshot may predate the delete. */
+#define PIDX_BURIED_QUEUE 1
+#define PIDX_BURIED_GROUP 2
+int pidx_sweep_buried(const char *queue, const char *group);
+/* pidx_learn for a row of the sweep's snapshot: a partition of the same name learned since
+ * the sweep began (a queue created again) is newer, and the row does not replace it. */
+void pidx_sweep_learn(const struct pidx_sweep *sw, const char *queue_id, const char *queue,
+		      const char *ns, const char *task, const char *pid, const char *partition,
+		      int64_t log_end);
 void pidx_sweep_end(const struct pidx_sweep *sw,
 		    int (*group_known)(void *arg, const char *queue, uint64_t group_hash),
 		    void *arg);

@@ -151,4 +151,42 @@ subtest 'a partition read by many groups gives back its blocks of slots' => sub 
 	is(drain($A, 'wide', 'w14'), 1, 'another on A');
 };
 
+# A resync reads the database for a while and then applies what it read. A queue deleted (or
+# created again) in between must not come back from those rows: on the broker that deleted
+# it, nor, on another broker, in place of the new incarnation its own push just learned. The
+# race is made likely with a resync every 100 ms over thousands of partitions.
+subtest 'a resync that read the database before a delete does not bring it back' => sub {
+	my $C = start_queend(QUEEN_INDEX_RESYNC_MS => 100);
+	my $D = start_queend(QUEEN_INDEX_RESYNC_MS => 100);
+	my ($P, $K, $rounds) = (3000, 20, 8);
+	my ($back_c, $lost_d) = (0, 0);
+	for my $r (1 .. $rounds) {
+		my $base = index_until($C, sub { 1 })->{partitions};
+		push_parts($C, 'churn', $P, "r$r");
+		index_until($D, sub { ($_[0]{partitions} // 0) >= $P });
+		my ($s) = $C->del('/api/v1/resources/queues/churn');
+		die "delete churn: $s\n" unless $s == 200;
+		# Watched for three resync intervals: one that had read the database before
+		# the delete would apply its rows in the meantime.
+		my $until = time + 0.3;
+		my $back = 0;
+		while (time < $until) {
+			$back ||= index_of($C)->{partitions} != $base;
+		}
+		$back_c += $back;
+		# D still holds the old partitions; its push creates the queue again.
+		push_parts($D, 'churn', $K, "n$r");
+		for my $i (1 .. $K) {
+			my ($ps, $pb) = $D->pop('churn', partition => "p$i", batch => 10);
+			$lost_d++ unless $ps == 200 && "@{ txns($pb) }" eq "n$r-$i";
+		}
+		($s) = $D->del('/api/v1/resources/queues/churn');
+		die "delete churn again: $s\n" unless $s == 200;
+		index_until($C, sub { ($_[0]{partitions} // 0) == $base });
+	}
+	is($back_c, 0, "the deleting broker never held the deleted partitions again ($rounds rounds)");
+	is($lost_d, 0, 'the other broker served the new incarnation at once, every time');
+	$_->stop for $C, $D;
+};
+
 done_testing();
