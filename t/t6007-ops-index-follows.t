@@ -158,7 +158,7 @@ subtest 'a partition read by many groups gives back its blocks of slots' => sub 
 subtest 'a resync that read the database before a delete does not bring it back' => sub {
 	my $C = start_queend(QUEEN_INDEX_RESYNC_MS => 100);
 	my $D = start_queend(QUEEN_INDEX_RESYNC_MS => 100);
-	my ($P, $K, $rounds) = (3000, 20, 8);
+	my ($P, $K, $rounds) = (2000, 20, 6);
 	my ($back_c, $lost_d) = (0, 0);
 	for my $r (1 .. $rounds) {
 		my $base = index_until($C, sub { 1 })->{partitions};
