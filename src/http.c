@@ -243,6 +243,11 @@ queue_reply(struct req *r)
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
+	/* The answer is made: the body is not needed any more, nor counted in flight. A client
+	 * that has read the answer may send its next body at once and must find room for it. */
+	atomic_fetch_sub(&http_inflight, (int64_t)r->body_held);
+	r->body_held = 0;
+	sb_free(&r->body);
 	resp = MHD_create_response_from_buffer(r->resp_len, r->resp, MHD_RESPMEM_MUST_FREE);
 	QASSERT(resp != NULL);
 	r->resp = NULL;
