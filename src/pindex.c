@@ -525,9 +525,9 @@ drop_stale_name(struct pq_queue *q, const char *queue, const char *partition)
 }
 
 /* pidx_learn; as_of >= 0: the row comes from a snapshot whose query began when pidx_learned
- * was as_of, and a partition of the same name learned since then is newer than it (a queue
- * created again after the snapshot): the row is left out, not allowed to bring the old
- * incarnation back. */
+ * was as_of, and is left out when a partition of the same name was learned since then (a
+ * queue created again after the snapshot) or this broker deleted its queue since: it must
+ * not bring the old incarnation back. */
 static void
 learn(const char *queue_id, const char *queue, const char *ns, const char *task,
       const char *pid, const char *partition, int64_t log_end, long as_of)
@@ -549,7 +549,11 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 	if (!p && as_of >= 0) {
 		struct pq_part *named = find_part(queue, partition);
 
-		if (named && named->born > as_of) {
+		/* The tombstone is asked under the write lock, which a delete takes only after
+		 * laying it: the delete has either been seen here or comes after, and then takes
+		 * this partition out with the others. */
+		if ((named && named->born > as_of) ||
+		    (pidx_sweep_buried(queue, NULL) & PIDX_BURIED_QUEUE)) {
 			urcu_memb_read_unlock();
 			pthread_mutex_unlock(&pidx_write_mu);
 			return;
