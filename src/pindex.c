@@ -272,7 +272,6 @@ free_parts_rcu(struct rcu_head *h)
 	free(caa_container_of(h, struct pq_parts, rcu));
 }
 
-/* Tears everything down; called once at exit with no reader left. */
 /* Collects the nodes of a table while taking them out of it: freed only after
  * cds_lfht_destroy, which waits for a resize the deletions may have started (liburcu shrinks
  * a table as it empties, in a thread of its own that still walks the nodes). */
@@ -299,6 +298,7 @@ unlink_all(struct cds_lfht *ht, size_t off, size_t *n)
 	return v;
 }
 
+/* Tears everything down; called once at exit with no reader left. */
 void
 pidx_destroy(void)
 {
@@ -319,6 +319,10 @@ pidx_destroy(void)
 	free(parts);
 	free(names);
 	free(queues);
+	free(tombs);
+	tombs = NULL;
+	tomb_cap = 0;
+	atomic_store(&tomb_n, 0);
 }
 
 static int
