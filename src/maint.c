@@ -253,7 +253,6 @@ resync(struct dbconn *db)
 {
 	PGresult *res;
 	int advanced = 0;
-	uint64_t mark = pidx_cursor_mark();
 	struct pidx_sweep sw = pidx_sweep_begin();
 	struct known_groups known;
 	uint64_t t0;
@@ -264,26 +263,17 @@ resync(struct dbconn *db)
 	if (db_exec(db, SQL_INDEX_SNAPSHOT, NULL, &res) != QE_OK)
 		return -1;
 	for (int i = 0; i < PQntuples(res); i++) {
-		const char *pid = PQgetvalue(res, i, 4);
-		int64_t end = atoll(PQgetvalue(res, i, 6));
-		const char *group = PQgetisnull(res, i, 7) ? NULL : PQgetvalue(res, i, 7);
-		int buried = pidx_sweep_buried(PQgetvalue(res, i, 1), group);
-		uint64_t gh = 0;
+		struct pidx_row row = {
+			.queue_id = PQgetvalue(res, i, 0), .queue = PQgetvalue(res, i, 1),
+			.ns = PQgetvalue(res, i, 2), .task = PQgetvalue(res, i, 3),
+			.pid = PQgetvalue(res, i, 4), .partition = PQgetvalue(res, i, 5),
+			.log_end = atoll(PQgetvalue(res, i, 6)),
+			.group = PQgetisnull(res, i, 7) ? NULL : PQgetvalue(res, i, 7),
+			.committed = atoll(PQgetvalue(res, i, 8)),
+			.lease_until = PQgetisnull(res, i, 9) ? 0 : atoll(PQgetvalue(res, i, 9)),
+		};
 
-		if (buried & PIDX_BURIED_QUEUE)
-			continue;
-		if (pidx_log_end(pid, end) != 1)
-			advanced++;
-		pidx_sweep_learn(&sw, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-				 PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), pid,
-				 PQgetvalue(res, i, 5), end);
-		if (group && !(buried & PIDX_BURIED_GROUP)) {
-			gh = pidx_group_hash(group);
-			pidx_cursor_snapshot(pid, gh, atoll(PQgetvalue(res, i, 8)),
-					     PQgetisnull(res, i, 9) ? 0 : atoll(PQgetvalue(res, i, 9)),
-					     mark);
-		}
-		pidx_sweep_keep(&sw, pid, gh);
+		advanced += pidx_sweep_row(&sw, &row);
 	}
 	PQclear(res);
 	/* After the snapshot: a group that got its stored start meanwhile is known too. */

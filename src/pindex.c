@@ -127,6 +127,10 @@ static pthread_mutex_t tomb_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct tomb *tombs;
 static size_t tomb_cap;
 static _Atomic size_t tomb_n;
+/* What pidx_sweep_buried finds of a snapshot row: its queue or its group deleted here. */
+#define BURIED_QUEUE 1
+#define BURIED_GROUP 2
+static int pidx_sweep_buried(const char *queue, const char *group);
 
 static uint64_t
 hash_str(const char *s)
@@ -557,7 +561,7 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 		 * laying it: the delete has either been seen here or comes after, and then takes
 		 * this partition out with the others. */
 		if ((named && named->born > as_of) ||
-		    (pidx_sweep_buried(queue, NULL) & PIDX_BURIED_QUEUE)) {
+		    (pidx_sweep_buried(queue, NULL) & BURIED_QUEUE)) {
 			urcu_memb_read_unlock();
 			pthread_mutex_unlock(&pidx_write_mu);
 			return;
@@ -639,14 +643,6 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 }
 
 void
-pidx_sweep_learn(const struct pidx_sweep *sw, const char *queue_id, const char *queue,
-		 const char *ns, const char *task, const char *pid, const char *partition,
-		 int64_t log_end)
-{
-	learn(queue_id, queue, ns, task, pid, partition, log_end, sw->born);
-}
-
-void
 pidx_pushed(const char *queue_id, const char *queue, const char *pid, const char *partition,
 	    int64_t log_end)
 {
@@ -723,6 +719,22 @@ find_slot(struct pq_part *p, uint64_t gh, int claim)
  * released by an ack that lands in the index before the snapshot does. */
 static _Atomic uint64_t cursor_seq;
 
+/* A live update always; one from a snapshot (or implied) only over a slot not updated live
+ * since mark. */
+static void
+slot_set(struct gslot *s, int64_t committed, int64_t lease_until, int live, uint64_t mark,
+	 int implied)
+{
+	if (!live && atomic_load(&s->stamp) > mark)
+		return;
+	if (live)
+		atomic_store(&s->stamp, atomic_fetch_add(&cursor_seq, 1) + 1);
+	atomic_store(&s->committed, committed);
+	atomic_store(&s->implied, implied);
+	if (lease_until >= 0)
+		atomic_store(&s->lease_until, lease_until);
+}
+
 static void
 cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until, int live,
 	   uint64_t mark, int implied)
@@ -733,14 +745,8 @@ cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
 	urcu_memb_read_lock();
 	p = find_id(pid);
 	s = p ? find_slot(p, gh, 1) : NULL;
-	if (s && (live || atomic_load(&s->stamp) <= mark)) {
-		if (live)
-			atomic_store(&s->stamp, atomic_fetch_add(&cursor_seq, 1) + 1);
-		atomic_store(&s->committed, committed);
-		atomic_store(&s->implied, implied);
-		if (lease_until >= 0)
-			atomic_store(&s->lease_until, lease_until);
-	}
+	if (s)
+		slot_set(s, committed, lease_until, live, mark, implied);
 	urcu_memb_read_unlock();
 }
 
@@ -860,7 +866,7 @@ clear_tombs(uint64_t gen)
 	pthread_mutex_unlock(&tomb_mu);
 }
 
-int
+static int
 pidx_sweep_buried(const char *queue, const char *group)
 {
 	uint64_t qh, gh;
@@ -875,9 +881,9 @@ pidx_sweep_buried(const char *queue, const char *group)
 		const struct tomb *t = &tombs[i];
 
 		if (t->gh == 0 && t->qh == qh)
-			r |= PIDX_BURIED_QUEUE;
+			r |= BURIED_QUEUE;
 		else if (gh && t->gh == gh && (t->qh == 0 || t->qh == qh))
-			r |= PIDX_BURIED_GROUP;
+			r |= BURIED_GROUP;
 	}
 	pthread_mutex_unlock(&tomb_mu);
 	return r;
@@ -1041,23 +1047,39 @@ pidx_sweep_begin(void)
 	return sw;
 }
 
-void
-pidx_sweep_keep(const struct pidx_sweep *sw, const char *pid, uint64_t gh)
+int
+pidx_sweep_row(const struct pidx_sweep *sw, const struct pidx_row *row)
 {
+	int buried = pidx_sweep_buried(row->queue, row->group), advanced;
 	struct pq_part *p;
 
+	if (buried & BURIED_QUEUE)
+		return 0;
 	urcu_memb_read_lock();
-	p = find_id(pid);
+	p = find_id(row->pid);
+	if (p) {
+		advanced = atomic_max(&p->log_end, row->log_end) != 0;
+	} else {
+		urcu_memb_read_unlock();
+		learn(row->queue_id, row->queue, row->ns, row->task, row->pid, row->partition,
+		      row->log_end, sw->born);
+		urcu_memb_read_lock();
+		p = find_id(row->pid);
+		advanced = 1;
+	}
 	if (p) {
 		atomic_store(&p->seen, sw->gen);
-		if (gh) {
-			struct gslot *s = find_slot(p, gh, 0);
+		if (row->group && !(buried & BURIED_GROUP)) {
+			struct gslot *s = find_slot(p, pidx_group_hash(row->group), 1);
 
-			if (s)
+			if (s) {
+				slot_set(s, row->committed, row->lease_until, 0, sw->mark, 0);
 				atomic_store(&s->seen, sw->gen);
+			}
 		}
 	}
 	urcu_memb_read_unlock();
+	return advanced;
 }
 
 /* The slots of p whose group the sweep found nowhere: no cursor row in the snapshot, no

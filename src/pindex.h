@@ -79,28 +79,27 @@ void pidx_size(long *queues, long *partitions, long *group_slots, long *slot_blo
 
 /* A resync against a database snapshot, so that the index follows what exists (queues
  * deleted and groups deleted on other brokers): pidx_sweep_begin before the snapshot's
- * query, pidx_sweep_keep for every partition (and, gh not 0, cursor) of the snapshot, then
- * pidx_sweep_end, which removes the partitions the snapshot did not have (but not those
- * added since it began) and empties the slots of groups that have no cursor row in it, no
- * live update since it began, and that group_known (stored starts, asked after the
- * snapshot) does not know on the queue. Called by one thread at a time. */
+ * query, pidx_sweep_row for every row of it, then pidx_sweep_end, which removes the
+ * partitions the snapshot did not have (but not those added since it began) and empties the
+ * slots of groups that have no cursor row in it, no live update since it began, and that
+ * group_known (stored starts, asked after the snapshot) does not know on the queue. Called
+ * by one thread at a time. */
 struct pidx_sweep {
 	uint64_t gen, mark;
 	long born;
 };
+/* A row of the snapshot: a partition, and one group's cursor on it (group NULL: none). */
+struct pidx_row {
+	const char *queue_id, *queue, *ns, *task, *pid, *partition, *group;
+	int64_t log_end, committed, lease_until;
+};
 struct pidx_sweep pidx_sweep_begin(void);
-void pidx_sweep_keep(const struct pidx_sweep *sw, const char *pid, uint64_t group_hash);
-/* Whether this broker deleted the queue of a snapshot row (PIDX_BURIED_QUEUE: skip the
- * row) or its group (PIDX_BURIED_GROUP, group not NULL: skip its cursor) since the current
- * resync began: its snapshot may predate the delete. */
-#define PIDX_BURIED_QUEUE 1
-#define PIDX_BURIED_GROUP 2
-int pidx_sweep_buried(const char *queue, const char *group);
-/* pidx_learn for a row of the sweep's snapshot: a partition of the same name learned since
- * the sweep began (a queue created again) is newer, and the row does not replace it. */
-void pidx_sweep_learn(const struct pidx_sweep *sw, const char *queue_id, const char *queue,
-		      const char *ns, const char *task, const char *pid, const char *partition,
-		      int64_t log_end);
+/* Learns the row's partition and cursor (a cursor updated live since the sweep began keeps
+ * its newer state) and marks both seen. Leaves out what this broker deleted since the sweep
+ * began, and never replaces a partition of the same name learned since (a queue created
+ * again): the snapshot may predate either. Returns 1 when the partition was unknown or its
+ * log end grew. */
+int pidx_sweep_row(const struct pidx_sweep *sw, const struct pidx_row *row);
 void pidx_sweep_end(const struct pidx_sweep *sw,
 		    int (*group_known)(void *arg, const char *queue, uint64_t group_hash),
 		    void *arg);
