@@ -536,6 +536,14 @@ drop_stale_name(struct pq_queue *q, const char *queue, const char *partition)
  * was as_of, and is left out when a partition of the same name was learned since then (a
  * queue created again after the snapshot) or this broker deleted its queue since: it must
  * not bring the old incarnation back. */
+/* Whether labels given (ns and task not NULL) differ from q's. In a read-side section. */
+static int
+labels_differ(struct pq_queue *q, const char *ns, const char *task)
+{
+	return ns && task && (strcmp(rcu_dereference(q->ns), ns) != 0 ||
+			      strcmp(rcu_dereference(q->task), task) != 0);
+}
+
 static void
 learn(const char *queue_id, const char *queue, const char *ns, const char *task,
       const char *pid, const char *partition, int64_t log_end, long as_of)
@@ -544,7 +552,7 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 
 	urcu_memb_read_lock();
 	p = find_id(pid);
-	if (p) {
+	if (p && !labels_differ(p->q, ns, task)) {
 		atomic_max(&p->log_end, log_end);
 		urcu_memb_read_unlock();
 		return;
@@ -605,23 +613,20 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 	} else {
 		atomic_max(&p->log_end, log_end);
 	}
-	if (ns && task) {
-		struct pq_queue *q = p->q;
-
+	if (labels_differ(p->q, ns, task)) {
 		/* Labels change only by configure; keep the old strings for readers (leak-free:
 		 * they are replaced under the write lock and freed after a grace period). */
-		if (strcmp(q->ns, ns) != 0 || strcmp(q->task, task) != 0) {
-			char *ons = q->ns, *otask = q->task;
+		struct pq_queue *q = p->q;
+		char *ons = q->ns, *otask = q->task;
 
-			rcu_assign_pointer(q->ns, xstrdup(ns));
-			rcu_assign_pointer(q->task, xstrdup(task));
-			urcu_memb_read_unlock();
-			urcu_memb_synchronize_rcu();
-			free(ons);
-			free(otask);
-			pthread_mutex_unlock(&pidx_write_mu);
-			return;
-		}
+		rcu_assign_pointer(q->ns, xstrdup(ns));
+		rcu_assign_pointer(q->task, xstrdup(task));
+		urcu_memb_read_unlock();
+		urcu_memb_synchronize_rcu();
+		free(ons);
+		free(otask);
+		pthread_mutex_unlock(&pidx_write_mu);
+		return;
 	}
 	urcu_memb_read_unlock();
 	pthread_mutex_unlock(&pidx_write_mu);
@@ -1057,15 +1062,14 @@ pidx_sweep_row(const struct pidx_sweep *sw, const struct pidx_row *row)
 		return 0;
 	urcu_memb_read_lock();
 	p = find_id(row->pid);
-	if (p) {
-		advanced = atomic_max(&p->log_end, row->log_end) != 0;
-	} else {
+	advanced = !p || atomic_max(&p->log_end, row->log_end);
+	if (!p || labels_differ(p->q, row->ns, row->task)) {
+		/* New, or its queue relabelled by a configure: under the write lock. */
 		urcu_memb_read_unlock();
 		learn(row->queue_id, row->queue, row->ns, row->task, row->pid, row->partition,
 		      row->log_end, sw->born);
 		urcu_memb_read_lock();
 		p = find_id(row->pid);
-		advanced = 1;
 	}
 	if (p) {
 		atomic_store(&p->seen, sw->gen);

@@ -99,4 +99,26 @@ subtest 'parked pops hold no database connection' => sub {
 		'each with its own message');
 };
 
+subtest 'a queue relabelled by configure wakes the discovery pops of its new labels' => sub {
+	# The index learns the labels at its resync; it kept a known queue's old ones, so a
+	# push woke nobody and the pop saw the message at its next recheck, a second later.
+	my $r = start_queend(QUEEN_INDEX_RESYNC_MS => 200);
+	$r->push_items({ queue => 'relabel', transactionId => 'old' });
+	my ($s, $b) = $r->pop('relabel');
+	$r->ack_all($b);
+	($s) = $r->post_json('/api/v1/configure',
+		{ queue => 'relabel', namespace => 'billing', task => 'invoice' });
+	is($s, 200, 'configured with namespace billing');
+	sleep 1;	# a few resyncs
+	my $lp = park($r, '/api/v1/pop', namespace => 'billing');
+	sleep 0.2;
+	my $t_push = time;
+	$r->push_items({ queue => 'relabel', transactionId => 'new' });
+	my $got = $lp->result(15);
+	is_deeply(txns($got->{body}), ['new'], 'the parked pop gets the push');
+	my $lat = ($got->{at} // 1e9) - $t_push;
+	ok($lat < 0.5, sprintf('woken %.0f ms after it, not at its next recheck', $lat * 1000));
+	$r->stop;
+};
+
 done_testing;
