@@ -276,9 +276,10 @@ free_parts_rcu(struct rcu_head *h)
 	free(caa_container_of(h, struct pq_parts, rcu));
 }
 
-/* Collects the nodes of a table while taking them out of it: freed only after
- * cds_lfht_destroy, which waits for a resize the deletions may have started (liburcu shrinks
- * a table as it empties, in a thread of its own that still walks the nodes). */
+/* Takes every node out of a table and, n not NULL, collects their owners (node - off) into
+ * a new array of *n: freed only after cds_lfht_destroy, which waits for a resize the
+ * deletions may have started (liburcu shrinks a table as it empties, in a thread of its own
+ * that still walks the nodes). */
 static void **
 unlink_all(struct cds_lfht *ht, size_t off, size_t *n)
 {
@@ -287,16 +288,19 @@ unlink_all(struct cds_lfht *ht, size_t off, size_t *n)
 	void **v = NULL;
 	size_t cap = 0;
 
-	*n = 0;
+	if (n)
+		*n = 0;
 	urcu_memb_read_lock();
 	cds_lfht_for_each(ht, &it, node) {
+		cds_lfht_del(ht, node);
+		if (!n)
+			continue;
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 64;
 			v = realloc(v, cap * sizeof(v[0]));
 			QASSERT(v != NULL);
 		}
 		v[(*n)++] = (char *)node - off;
-		cds_lfht_del(ht, node);
 	}
 	urcu_memb_read_unlock();
 	return v;
@@ -306,12 +310,12 @@ unlink_all(struct cds_lfht *ht, size_t off, size_t *n)
 void
 pidx_destroy(void)
 {
-	size_t np, nq, nn;
-	void **parts, **queues, **names;
+	size_t np, nq;
+	void **parts, **queues;
 
 	urcu_memb_barrier();
 	parts = unlink_all(ht_ids, offsetof(struct pq_part, by_id), &np);
-	names = unlink_all(ht_parts, offsetof(struct pq_part, by_name), &nn);
+	unlink_all(ht_parts, 0, NULL);	/* the same partitions, by name */
 	queues = unlink_all(ht_queues, offsetof(struct pq_queue, node), &nq);
 	cds_lfht_destroy(ht_ids, NULL);
 	cds_lfht_destroy(ht_parts, NULL);
@@ -321,7 +325,6 @@ pidx_destroy(void)
 	for (size_t i = 0; i < nq; i++)
 		free_queue(queues[i]);
 	free(parts);
-	free(names);
 	free(queues);
 	free(tombs);
 	tombs = NULL;
