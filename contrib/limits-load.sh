@@ -159,9 +159,10 @@ if (!$only || $only eq 'longpoll') {
 	wait_until(sub { $parked->() >= @$socks2 }, 60, 0.02);
 	my $t_all = time;
 	close $_ for @$socks2;
+	my $t_closed = time;
 	wait_until(sub { $parked->() == 0 }, 60, 0.005);
-	say_('clients gone: released within (ms)', sprintf('all %d at once: %.0f', scalar @$socks2,
-		(time - $t_all) * 1000));
+	say_('clients gone: released within (ms)', sprintf('all %d at once: %.0f (the last %.0f ' .
+		'after its close)', scalar @$socks2, (time - $t_all) * 1000, (time - $t_closed) * 1000));
 	my (undef, $m) = $q->get('/metrics');
 	say_('abandoned (from /metrics)', $m->{longPoll}{abandoned});
 	say_('broker RSS after the release', sprintf('%.1f MiB', rss_mib($q->pid, 'VmRSS')));

@@ -1058,7 +1058,7 @@ pidx_sweep_begin(void)
 int
 pidx_sweep_row(const struct pidx_sweep *sw, const struct pidx_row *row)
 {
-	int buried = pidx_sweep_buried(row->queue, row->group), advanced;
+	int buried = pidx_sweep_buried(row->queue, row->group), advanced, slot_made = 0;
 	struct pq_part *p;
 
 	if (buried & BURIED_QUEUE)
@@ -1082,10 +1082,16 @@ pidx_sweep_row(const struct pidx_sweep *sw, const struct pidx_row *row)
 			if (s) {
 				slot_set(s, row->committed, row->lease_until, 0, sw->mark, 0);
 				atomic_store(&s->seen, sw->gen);
+				slot_made = 1;
 			}
 		}
 	}
 	urcu_memb_read_unlock();
+	/* The group's tombstone was asked before the slot was set, outside the write lock: a
+	 * delete that laid it since may have emptied the slots before this one came back.
+	 * Asked again now, either it is there, or the delete's own sweep comes after the slot. */
+	if (slot_made && (pidx_sweep_buried(row->queue, row->group) & BURIED_GROUP))
+		pidx_forget_group(row->queue, pidx_group_hash(row->group));
 	return advanced;
 }
 
