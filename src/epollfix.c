@@ -6,8 +6,8 @@
  * exactly 128 events were ready, that second call blocks, and the requests whose bytes
  * arrived in the first are left unread until some other event reaches that thread: a burst
  * of clients (many pops woken by one push, which all poll again at once) could leave up
- * to 128 of them unanswered for minutes, the broker otherwise idle. Later releases poll
- * (timeout 0) after a full call; this does the same.
+ * to 128 of them unanswered for minutes, the broker otherwise idle. Draining needs no
+ * wait: here a call right after a full one polls (timeout 0).
  *
  * The executable's own definition of epoll_wait takes precedence over libc's for every
  * caller, the library included. A call on the thread that just had a full call on the same
