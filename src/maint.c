@@ -36,13 +36,9 @@ struct maint_task {
 	int64_t next_ms;
 };
 
-/* Planner statistics of the small, fast-growing tables. The hot functions are PL/pgSQL,
- * whose cached plans are made from the statistics of the moment: plans made while
- * queen_partitions looked empty scan a queue's partitions where they should probe one. A
- * fresh ANALYZE whenever the number of partitions has doubled (autovacuum comes only once a
- * minute) invalidates those plans and keeps them right as a deployment grows. */
-static long stats_partitions = -1;
-
+/* Planner statistics of the small, fast-growing tables (schema/functions/planner.sql): the
+ * database analyses each table whose rows have doubled since its last ANALYZE, so that the
+ * cached plans of the hot functions stay right as a deployment grows. */
 static int64_t
 stats_interval_ms(void)
 {
@@ -52,16 +48,13 @@ stats_interval_ms(void)
 static void
 stats_refresh(struct dbconn *db)
 {
-	long n = pidx_partitions_learned();
 	PGresult *res;
 
-	if (stats_partitions >= 0 && n < 2 * stats_partitions + 64)
+	if (db_exec(db, SQL_STATS_REFRESH, NULL, &res) != QE_OK)
 		return;
-	if (db_exec(db, SQL_ANALYZE, NULL, &res) == QE_OK) {
-		PQclear(res);
-		stats_partitions = n;
-		log_debug("planner statistics refreshed at %ld partitions", n);
-	}
+	if (!PQgetisnull(res, 0, 0))
+		log_debug("planner statistics refreshed: %s", PQgetvalue(res, 0, 0));
+	PQclear(res);
 }
 
 /* In the order they run when several are due: the spool first, since pushes wait for it

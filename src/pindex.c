@@ -659,12 +659,6 @@ pidx_pushed(const char *queue_id, const char *queue, const char *pid, const char
 		pidx_push_hook(pid, log_end);
 }
 
-long
-pidx_partitions_learned(void)
-{
-	return atomic_load(&pidx_learned);
-}
-
 int
 pidx_log_end(const char *pid, int64_t log_end)
 {

@@ -67,8 +67,6 @@ void pidx_forget_queue(const char *queue);
  * the next groups; its next pop there goes to SQL, as a first contact. Waits for a grace
  * period: not on a hot path. */
 void pidx_forget_group(const char *queue, uint64_t group_hash);
-/* Partitions the index has learned since start (never decreases). */
-long pidx_partitions_learned(void);
 /* Grows the partition tables to the partitions known (one bucket each, a power of two):
  * called by the maintenance thread, outside any read-side critical section. */
 void pidx_fit(void);

@@ -44,6 +44,23 @@ sub cursors {
 	return $pg->psql("SELECT count(*) FROM queen_cursors WHERE group_name = '$group'");
 }
 
+subtest 'planner statistics follow the cursors a first contact writes' => sub {
+	# First: the tables are empty, as on a new deployment.
+	# The queue's partitions come first, in one push; the cursors come after, from the pops:
+	# the statistics of queen_cursors must follow them, not only those of the partitions.
+	push_spread('stats', 1000, 'st');
+	my $rows = sub { $pg->psql("SELECT greatest(reltuples, 0)::bigint FROM pg_class " .
+				   "WHERE relname = '$_[0]'") };
+	ok(wait_until(sub { $rows->('queen_partitions') >= 1000 }, 10),
+		'queen_partitions analysed after it grew');
+	my $before = $rows->('queen_cursors');
+	is(scalar @{ drain('stats', consumerGroup => 'st', subscriptionMode => 'all') }, 1000,
+		'every message drained');
+	ok(wait_until(sub { $rows->('queen_cursors') >= $before + 1000 }, 10),
+		'queen_cursors analysed after the group wrote its 1000 cursors')
+		or diag("reltuples $before before, " . $rows->('queen_cursors') . ' after');
+};
+
 subtest 'one lease over several partitions: extended together, acked in one request' => sub {
 	for my $p (qw(a b c d e)) {
 		$q->push_n('multi', 3, partition => $p, prefix => $p);
