@@ -56,7 +56,9 @@ subtest 'planner statistics follow the cursors a first contact writes' => sub {
 	my $before = $rows->('queen_cursors');
 	is(scalar @{ drain('stats', consumerGroup => 'st', subscriptionMode => 'all') }, 1000,
 		'every message drained');
-	ok(wait_until(sub { $rows->('queen_cursors') >= $before + 1000 }, 10),
+	# Analysed again once its rows doubled: an ANALYZE during the drain may have been the
+	# last one, so at least half of them.
+	ok(wait_until(sub { $rows->('queen_cursors') >= $before + 500 }, 10),
 		'queen_cursors analysed after the group wrote its 1000 cursors')
 		or diag("reltuples $before before, " . $rows->('queen_cursors') . ' after');
 };

@@ -298,24 +298,27 @@ BEGIN
 		GROUP BY 1, 2
 		HAVING count(DISTINCT it.lease) = 1
 	), lk AS MATERIALIZED (
-		SELECT c.partition_id AS pid, c.group_name AS g
-		FROM queen_cursors c
-		WHERE (c.partition_id, c.group_name) IN (SELECT x.pid, x.g FROM x)
+		-- Each locked row carries its item's span on, and the ctid of the row version
+		-- locked: the update below finds it by that, not by a second probe and a join
+		-- back to x (one row expected of each side: a nested loop, n x n comparisons).
+		SELECT x.*, c.ctid AS lid
+		FROM x
+		JOIN queen_cursors c ON c.partition_id = x.pid AND c.group_name = x.g
 		ORDER BY c.partition_id, c.group_name
 		FOR UPDATE OF c
 	), up AS (
 		UPDATE queen_cursors c SET
-			committed = x.hi,
-			lease_id = CASE WHEN x.hi >= c.batch_end THEN NULL ELSE c.lease_id END,
-			lease_expires_at = CASE WHEN x.hi >= c.batch_end THEN NULL
+			committed = lk.hi,
+			lease_id = CASE WHEN lk.hi >= c.batch_end THEN NULL ELSE c.lease_id END,
+			lease_expires_at = CASE WHEN lk.hi >= c.batch_end THEN NULL
 						ELSE c.lease_expires_at END,
-			retry_count = CASE WHEN x.hi >= c.batch_end THEN 0 ELSE c.retry_count END,
-			batch_end = CASE WHEN x.hi >= c.batch_end THEN NULL ELSE c.batch_end END,
+			retry_count = CASE WHEN lk.hi >= c.batch_end THEN 0 ELSE c.retry_count END,
+			batch_end = CASE WHEN lk.hi >= c.batch_end THEN NULL ELSE c.batch_end END,
 			updated_at = now()
-		FROM lk JOIN x ON x.pid = lk.pid AND x.g = lk.g
-		WHERE c.partition_id = lk.pid AND c.group_name = lk.g
-		  AND c.lease_id = x.lease AND c.lease_expires_at > now()
-		  AND x.lo > c.committed AND x.hi <= c.batch_end
+		FROM lk
+		WHERE c.ctid = lk.lid AND c.partition_id = lk.pid AND c.group_name = lk.g
+		  AND c.lease_id = lk.lease AND c.lease_expires_at > now()
+		  AND lk.lo > c.committed AND lk.hi <= c.batch_end
 		RETURNING c.partition_id AS pid, c.group_name AS g, c.committed AS cm,
 			  c.batch_end IS NULL AS rel
 	)

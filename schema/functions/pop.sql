@@ -60,73 +60,85 @@ BEGIN
 	-- leaves the rest of the function to find out why.
 	IF p_candidates IS NOT NULL AND p_queue IS NOT NULL THEN
 		RETURN QUERY
-		WITH cand AS (
-			SELECT u.o, p.id AS pid, p.name AS pname, q.name AS qname,
-			       p.next_offset - 1 AS lend, p.log_start, p.created_at AS pcreated,
-			       p.last_created_at AS plast, q.delayed_processing AS delay,
+		WITH qs AS MATERIALIZED (
+			-- The queue and the group's start on it, once (not once per candidate).
+			SELECT q.id, q.name, q.window_buffer, q.delayed_processing AS delay,
 			       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs,
 			       s.start_at
-			FROM unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
-			JOIN queen_partitions p ON p.id = u.pid
-			JOIN queen_queues q ON q.id = p.queue_id
+			FROM queen_queues q
 			LEFT JOIN queen_subscriptions s ON s.group_name = v_group
 				AND s.queue_id = q.id
-			WHERE q.name = p_queue
-			  AND (p_partition IS NULL OR p.name = p_partition)
-			  AND (v_qmode OR s.group_name IS NOT NULL)
+			WHERE q.name = p_queue AND (v_qmode OR s.group_name IS NOT NULL)
+		), cand AS (
+			-- One probe of the cursors per candidate: its row (ctid, committed, lease)
+			-- or none.
+			SELECT u.o, p.id AS pid, p.name AS pname, qs.name AS qname,
+			       p.next_offset - 1 AS lend, p.log_start, p.created_at AS pcreated,
+			       p.last_created_at AS plast, qs.delay, qs.secs, qs.start_at,
+			       c.ctid AS cid,
+			       c.ctid IS NOT NULL
+				AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+				AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+				AS claimable
+			FROM qs
+			CROSS JOIN unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
+			JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = qs.id
+			LEFT JOIN queen_cursors c ON c.partition_id = p.id
+				AND c.group_name = v_group
+			WHERE (p_partition IS NULL OR p.name = p_partition)
 			  AND p.next_offset > p.log_start
-			  AND (q.window_buffer <= 0
+			  AND (qs.window_buffer <= 0
 			       OR p.last_created_at <= now() - make_interval(
-					secs => q.window_buffer))
+					secs => qs.window_buffer))
 		), held AS (
-			SELECT cand.o, greatest(c.committed, cand.log_start - 1) AS base,
-			       false AS fresh
+			-- Each claim carries its candidate's columns on: no join back to cand, which
+			-- the planner (one row expected of each side) makes a nested loop, width x
+			-- candidates row comparisons.  The row is fetched again by its ctid to be
+			-- locked; the lease condition is rechecked on the locked row version.
+			SELECT cand.*, greatest(c.committed, cand.log_start - 1) AS base,
+			       c.ctid AS lid, false AS fresh
 			FROM cand
-			JOIN queen_cursors c ON c.partition_id = cand.pid AND c.group_name = v_group
-			WHERE cand.lend > greatest(c.committed, cand.log_start - 1)
+			JOIN queen_cursors c ON c.ctid = cand.cid
+			WHERE cand.claimable
+			  AND c.partition_id = cand.pid AND c.group_name = v_group
+			  AND cand.lend > greatest(c.committed, cand.log_start - 1)
 			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
 			ORDER BY cand.o
 			LIMIT v_width
 			FOR UPDATE OF c SKIP LOCKED
 		), fresh AS (
 			-- The try-lock is taken after the limit: only on what may be claimed.
-			SELECT n.o, n.base, true AS fresh
-			FROM (SELECT m.o, m.pid, m.base
-			      FROM (SELECT cand.o, cand.pid, cand.lend,
+			SELECT n.*, NULL::tid AS lid, true AS fresh
+			FROM (SELECT m.*
+			      FROM (SELECT cand.*,
 					   greatest(queen_cursor_start(cand.pid, cand.log_start,
 								       cand.lend + 1, cand.pcreated,
 								       cand.plast, cand.start_at),
 						    cand.log_start - 1) AS base
 				    FROM cand
-				    WHERE NOT EXISTS (SELECT 1 FROM queen_cursors c
-						      WHERE c.partition_id = cand.pid
-							AND c.group_name = v_group)
+				    WHERE cand.cid IS NULL
 				    OFFSET 0) m
 			      WHERE m.lend > m.base
 			      ORDER BY m.o
 			      LIMIT v_width) n
 			WHERE pg_try_advisory_xact_lock(queen_cursor_lock_class(),
 							hashtext(n.pid::text || v_group))
-		), cl AS (
-			SELECT x.o, x.base, x.fresh, cand.pid, cand.pname, cand.qname, cand.lend,
-			       cand.secs,
-			       CASE WHEN cand.delay <= 0
-					 OR cand.plast <= now() - make_interval(secs => cand.delay)
-				    THEN cand.lend
-				    ELSE coalesce(queen_offset_at(cand.pid, now() - make_interval(
-						secs => cand.delay), true), cand.lend + 1) - 1
-			       END AS vend
-			FROM (SELECT * FROM held UNION ALL SELECT * FROM fresh
-			      ORDER BY 1 LIMIT v_width) x
-			JOIN cand ON cand.o = x.o
 		), qt AS (
-			SELECT cl.*,
-			       least(greatest(cl.vend - cl.base, 0),
-				     greatest(v_batch - coalesce(sum(greatest(cl.vend - cl.base, 0))
-					OVER (ORDER BY cl.o ROWS BETWEEN UNBOUNDED PRECEDING
+			SELECT x.*,
+			       least(greatest(x.vend - x.base, 0),
+				     greatest(v_batch - coalesce(sum(greatest(x.vend - x.base, 0))
+					OVER (ORDER BY x.o ROWS BETWEEN UNBOUNDED PRECEDING
 					      AND 1 PRECEDING)::bigint, 0), 0))
 				AS take
-			FROM cl
+			FROM (SELECT y.*,
+				     CASE WHEN y.delay <= 0
+					       OR y.plast <= now() - make_interval(secs => y.delay)
+					  THEN y.lend
+					  ELSE coalesce(queen_offset_at(y.pid, now() - make_interval(
+						secs => y.delay), true), y.lend + 1) - 1
+				     END AS vend
+			      FROM (SELECT * FROM held UNION ALL SELECT * FROM fresh
+				    ORDER BY o LIMIT v_width) y) x
 		), upd AS (
 			UPDATE queen_cursors c SET
 				committed = CASE WHEN v_auto THEN qt.base + qt.take
@@ -142,9 +154,10 @@ BEGIN
 				updated_at = now()
 			FROM qt
 			WHERE NOT qt.fresh AND qt.take > 0
-			  AND c.partition_id = qt.pid AND c.group_name = v_group
-			RETURNING c.partition_id AS pid, c.committed AS cmt,
-				  c.attempt_count AS att, c.lease_expires_at AS lexp
+			  AND c.ctid = qt.lid AND c.partition_id = qt.pid AND c.group_name = v_group
+			RETURNING qt.o, qt.pid, qt.pname, qt.qname, qt.base, qt.take, qt.lend,
+				  c.committed AS cmt, c.attempt_count AS att,
+				  c.lease_expires_at AS lexp
 		), ins AS (
 			-- Another pop that wrote this cursor since the statement began (and
 			-- released its try-lock by committing) wins: nothing is claimed here.
@@ -161,35 +174,43 @@ BEGIN
 			WHERE qt.fresh AND qt.take > 0
 			ORDER BY qt.pid
 			ON CONFLICT DO NOTHING
-			RETURNING c.partition_id AS pid, c.committed AS cmt,
-				  c.attempt_count AS att, c.lease_expires_at AS lexp
+			RETURNING c.partition_id
 		), got AS (
-			SELECT * FROM upd UNION ALL SELECT * FROM ins
+			SELECT * FROM upd
+			UNION ALL
+			-- What an inserted cursor holds is what the insert above wrote: only which
+			-- were inserted is asked of it (an array, not a join).
+			SELECT qt.o, qt.pid, qt.pname, qt.qname, qt.base, qt.take, qt.lend,
+			       CASE WHEN v_auto THEN qt.base + qt.take ELSE qt.base END, 1,
+			       CASE WHEN v_auto THEN NULL
+				    ELSE now() + make_interval(secs => qt.secs) END
+			FROM qt
+			WHERE qt.fresh AND qt.take > 0
+			  AND qt.pid = ANY ((SELECT array_agg(ins.partition_id) FROM ins)::uuid[])
 		)
 		SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
 		       z.created_at, z.att, z.cmt, z.lend, z.lexp, z.sub
-		FROM (SELECT qt.o, qt.pid, qt.pname, qt.qname, s.base_offset + r.lo - 1 AS first,
-			     s.created_at, got.att, got.cmt, qt.lend, got.lexp,
+		FROM (SELECT got.o, got.pid, got.pname, got.qname,
+			     s.base_offset + r.lo - 1 AS first, s.created_at, got.att, got.cmt,
+			     got.lend, got.lexp,
 			     generate_series(0, r.hi - r.lo) AS k,
 			     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
 			     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
 			     unnest(s.payloads[r.lo:r.hi]) AS payload,
 			     unnest(s.producer_subs[r.lo:r.hi]) AS sub
-		      FROM qt
-		      JOIN got ON got.pid = qt.pid
-		      JOIN queen_segments s ON s.partition_id = qt.pid
-			AND s.base_offset <= qt.base + qt.take
+		      FROM got
+		      JOIN queen_segments s ON s.partition_id = got.pid
+			AND s.base_offset <= got.base + got.take
 			AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
 						       FROM queen_segments s0
-						       WHERE s0.partition_id = qt.pid
-							 AND s0.base_offset <= qt.base + 1),
-						      qt.base + 1 - 999)
-			AND s.end_offset > qt.base
+						       WHERE s0.partition_id = got.pid
+							 AND s0.base_offset <= got.base + 1),
+						      got.base + 1 - 999)
+			AND s.end_offset > got.base
 		      CROSS JOIN LATERAL (
-				SELECT greatest(qt.base + 1 - s.base_offset + 1, 1) AS lo,
-				       least(qt.base + qt.take, s.end_offset) - s.base_offset + 1
-				       AS hi) r
-		      WHERE qt.take > 0) z
+				SELECT greatest(got.base + 1 - s.base_offset + 1, 1) AS lo,
+				       least(got.base + got.take, s.end_offset) - s.base_offset + 1
+				       AS hi) r) z
 		ORDER BY z.o, 4;
 		IF FOUND THEN
 			RETURN;
