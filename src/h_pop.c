@@ -297,11 +297,12 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 		}
 		if (autop && n > 0)
 			parts = autopilot_width(backlog, n, j->batch);
-		/* Offer SQL twice the partitions it may claim (at least 8): some will be
-		 * taken by other pops meanwhile (SKIP LOCKED), and concurrent pops are
-		 * handed disjoint ranges. Every candidate costs SQL a few index probes. */
+		/* Offer SQL a quarter more partitions than it may claim (at least 7 more):
+		 * some will be taken by other pops meanwhile (SKIP LOCKED), though
+		 * concurrent pops are handed disjoint ranges. Every candidate costs SQL two
+		 * index probes (about 15 us), a claimed one about 40 us more. */
 		if (n > 0) {
-			int offer = parts * 2 < 8 ? 8 : (int)parts * 2;
+			int offer = (int)parts + (parts / 4 > 7 ? (int)(parts / 4) : 7);
 
 			if (offer > n)
 				offer = n;
