@@ -319,6 +319,11 @@ BEGIN
 		WHERE c.ctid = lk.lid AND c.partition_id = lk.pid AND c.group_name = lk.g
 		  AND c.lease_id = lk.lease AND c.lease_expires_at > now()
 		  AND lk.lo > c.committed AND lk.hi <= c.batch_end
+		  -- Every row locked before the first is written.  lk is read as the update goes,
+		  -- so without this init plan a row would be written, and then the next waited
+		  -- for: a pop holding that next row and inserting the cursor of the written one
+		  -- (its snapshot older than that cursor) waits for this ack, which waits for it.
+		  AND (SELECT count(*) FROM lk) > 0
 		RETURNING c.partition_id AS pid, c.group_name AS g, c.committed AS cm,
 			  c.batch_end IS NULL AS rel
 	)
