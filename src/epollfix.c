@@ -1,4 +1,5 @@
-/* epollfix: a stall in libmicrohttpd 0.9.75 (Debian 12's), worked around from outside.
+/* epollfix: a stall and a race of libmicrohttpd 0.9.75 (Debian 12's) epoll code, worked
+ * around from outside.
  *
  * Its epoll loop reads the ready list in calls of at most 128 events and, while a call
  * returns a full 128, calls again to drain the rest: with the same timeout as the first
@@ -12,8 +13,11 @@
  * The executable's own definition of epoll_wait takes precedence over libc's for every
  * caller, the library included. A call on the thread that just had a full call on the same
  * epoll set does not block; any other call is passed on as it is. */
+#include <errno.h>
 #include <stddef.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static __thread int full_epfd = -1;
 
@@ -24,4 +28,21 @@ epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
 
 	full_epfd = n == maxevents ? epfd : -1;
 	return n;
+}
+
+/* A second race of the same library, at stop: MHD_quiesce_daemon marks each HTTP thread
+ * quiesced and then takes the listening socket out of that thread's epoll set, while the
+ * thread, if awake, takes it out too on seeing the mark. The thread tolerates ENOENT; the
+ * quiescing call aborts the process ("Failed to remove listen FD from epoll set"), which a
+ * SIGTERM under load could meet. Removing what is not in the set has the outcome a removal
+ * wants, so EPOLL_CTL_DEL answers success for it here; everything else goes to the kernel
+ * as it is (a system call: libc has no other name for epoll_ctl). */
+int
+epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
+{
+	long rc = syscall(SYS_epoll_ctl, epfd, op, fd, event);
+
+	if (rc < 0 && op == EPOLL_CTL_DEL && errno == ENOENT)
+		return 0;
+	return (int)rc;
 }
