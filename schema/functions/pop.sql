@@ -70,16 +70,11 @@ BEGIN
 				AND s.queue_id = q.id
 			WHERE q.name = p_queue AND (v_qmode OR s.group_name IS NOT NULL)
 		), cand AS (
-			-- One probe of the cursors per candidate: its row (ctid, committed, lease)
-			-- or none.
+			-- One probe of the cursors per candidate: the ctid of its row, or none.
 			SELECT u.o, p.id AS pid, p.name AS pname, qs.name AS qname,
 			       p.next_offset - 1 AS lend, p.log_start, p.created_at AS pcreated,
 			       p.last_created_at AS plast, qs.delay, qs.secs, qs.start_at,
-			       c.ctid AS cid,
-			       c.ctid IS NOT NULL
-				AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
-				AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
-				AS claimable
+			       c.ctid AS cid
 			FROM qs
 			CROSS JOIN unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
 			JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = qs.id
@@ -99,7 +94,7 @@ BEGIN
 			       c.ctid AS lid, false AS fresh
 			FROM cand
 			JOIN queen_cursors c ON c.ctid = cand.cid
-			WHERE cand.claimable
+			WHERE cand.cid IS NOT NULL
 			  AND c.partition_id = cand.pid AND c.group_name = v_group
 			  AND cand.lend > greatest(c.committed, cand.log_start - 1)
 			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
