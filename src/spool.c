@@ -1024,7 +1024,8 @@ leave_out_stored(struct dbconn *db, struct rec *recs, struct push_item **items, 
 		 int all)
 {
 	struct strbuf sb[3];
-	const char *params[3];
+	const char *params[4];
+	char now[24];
 	size_t *at = calloc(k, sizeof(*at)), n = 0, left = 0;
 	PGresult *res = NULL;
 	enum qe e;
@@ -1049,6 +1050,8 @@ leave_out_stored(struct dbconn *db, struct rec *recs, struct push_item **items, 
 		sb_addc(&sb[m], '}');
 		params[m] = sb[m].buf;
 	}
+	snprintf(now, sizeof(now), "%lld", (long long)wall_ms());	/* the ids' clock */
+	params[3] = now;
 	e = n ? db_exec(db, SQL_SPOOL_STORED, params, &res) : QE_OK;
 	for (int m = 0; m < 3; m++)
 		sb_free(&sb[m]);

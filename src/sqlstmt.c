@@ -13,7 +13,8 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"FROM queen_spool_push($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], "
 		"$6::text[], $7::text[], $8::text[])", 8 },
 	[SQL_SPOOL_STORED] = { "spool_stored",
-		"SELECT idx FROM queen_spool_stored($1::text[], $2::text[], $3::uuid[])", 3 },
+		"SELECT idx FROM queen_spool_stored($1::text[], $2::text[], $3::uuid[], $4::bigint)",
+		4 },
 	[SQL_POP] = { "pop",
 		"SELECT partition_id, partition_name, queue_name, off, message_id, txn_id, trace_id, "
 		"payload, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "

@@ -4,6 +4,8 @@
 # stored and not store it again, for an item without a transactionId (no dedup key: found by
 # its message id) as for one with. Before, the item without one was stored twice.
 # A proxy between broker and PostgreSQL forwards the push statement and swallows its answer.
+# The replay's question (queen_spool_stored) holds whatever the broker's clock says against
+# the database's: the ids carry the broker's time, the segments the database's.
 use strict;
 use warnings;
 use FindBin;
@@ -57,5 +59,32 @@ wait_until(sub {
 is($got{$_}, $answer{$_}, "$_: delivered with the message id it was answered") for sort keys %answer;
 ($s) = $q->pop('la');
 is($s, 204, 'nothing else');
+
+subtest 'the stored check holds with the broker clock ahead of or behind the database' => sub {
+	my $db_ms = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+	for my $case ([ 'agree', 0 ], [ 'broker 2 h ahead', 7_200_000 ],
+		      [ 'broker 2 h behind', -7_200_000 ]) {
+		my ($what, $off) = @$case;
+		# Two ids made by a broker whose clock is off by $off; the first one is stored.
+		my @id = map { $pg->psql("SELECT (lpad(to_hex($db_ms + ($off)), 12, '0') || '7' || " .
+			"substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid") }
+			1 .. 2;
+		$pg->psql("SELECT count(*) FROM queen_push(NULL, ARRAY['clock'], ARRAY['p'], " .
+			  "ARRAY['$id[0]']::uuid[], NULL, NULL, ARRAY['{}'], NULL)");
+		my $found = $pg->psql("SELECT coalesce(string_agg(idx::text, ','), '') FROM " .
+			"queen_spool_stored(ARRAY['clock', 'clock'], ARRAY['p', 'p'], " .
+			"ARRAY['$id[0]', '$id[1]']::uuid[], $db_ms + ($off))");
+		is($found, '0', "$what: the stored id is found, the other is not");
+	}
+	# Segments written before an id was made are not read (that is what keeps it cheap): an
+	# id claiming a time an hour after its commit, from a broker whose clock agrees, is not
+	# looked for there.
+	my $id = $pg->psql("SELECT (lpad(to_hex($db_ms + 3600000), 12, '0') || '7abc8' || " .
+			   "substr(md5(random()::text), 1, 15))::uuid");
+	$pg->psql("SELECT count(*) FROM queen_push(NULL, ARRAY['clock'], ARRAY['p'], " .
+		  "ARRAY['$id']::uuid[], NULL, NULL, ARRAY['{}'], NULL)");
+	is($pg->psql("SELECT count(*) FROM queen_spool_stored(ARRAY['clock'], ARRAY['p'], " .
+		     "ARRAY['$id']::uuid[], $db_ms)"), 0, 'segments older than the id are not read');
+};
 
 done_testing;
