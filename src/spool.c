@@ -106,8 +106,8 @@ pending_sub(long k)
 /* ---- CRC-32C, little-endian fields -------------------------------------------------- */
 
 /* Slicing by 8: crc_table[k][b] is the CRC of byte b followed by k zero bytes, so eight
- * bytes take eight lookups and one step, not eight steps. The drainer checks every byte it
- * replays, and a byte at a time was a fifth of its time. */
+ * bytes take eight lookups and one step, not eight steps (the drainer checks every byte it
+ * replays; an append, every byte it writes). */
 static uint32_t crc_table[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
@@ -400,7 +400,7 @@ write_all(int fd, const char *p, size_t n)
 }
 
 /* The bytes of a segment file from `at` on that a drain batch has read: a few large reads a
- * batch, not two small ones a record (system calls were a third of the drainer's time). */
+ * batch, not two small ones a record. */
 struct rdbuf {
 	unsigned char *buf;
 	size_t len;
