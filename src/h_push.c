@@ -482,6 +482,7 @@ struct push_shard {
 	size_t n;
 	enum qe e;
 	int refused;			/* replay: the database answered and refused it */
+	int maybe_stored;		/* replay: some item may be stored already */
 	struct wk_call call;
 };
 
@@ -539,12 +540,13 @@ replay_store(struct dbconn *db, void *arg)
 {
 	struct push_shard *s = arg;
 
-	s->e = h_push_store(db, s->items, s->n, 1);
+	s->e = h_push_store(db, s->items, s->n, s->maybe_stored);
 	s->refused = s->e != QE_OK && db_ok(db);
 }
 
 enum qe
-h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n, int *refused)
+h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n, int maybe_stored,
+	      int *refused)
 {
 	struct push_shard sh[PUSH_SHARDS_MAX];
 	struct lane_job jobs[PUSH_SHARDS_MAX];
@@ -558,6 +560,7 @@ h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n, int *
 	shard_split(items, NULL, n, nshards, sh);
 	for (unsigned s = 0; s < nshards; s++)
 		if (sh[s].n) {
+			sh[s].maybe_stored = maybe_stored;
 			jobs[used].fn = replay_store;
 			jobs[used++].arg = &sh[s];
 		}

@@ -1104,7 +1104,7 @@ drain_step(struct dbconn *db)
 	off_t size, pos;
 	size_t k = 0, bytes = 0, max;
 	enum spool_rec_state st = SPOOL_REC_OK;
-	int go_on = 1, unreadable = 0, refused = 0;
+	int go_on = 1, unreadable = 0, refused = 0, maybe;
 	long left;
 	enum qe e;
 
@@ -1215,10 +1215,16 @@ drain_step(struct dbconn *db)
 		goto out;
 	}
 
-	left = leave_out_stored(db, recs, items, k,
-				sp.rpos < sp.recheck_until || seq == sp.found_first);
+	/* Which records may be stored already: all of them where a replay may have committed
+	 * before (the batch of a failed replay, the segment a stopped broker was draining),
+	 * else those sent to the database before they were spooled. A batch of records that
+	 * never reached it is pushed as it is, without asking. */
+	maybe = sp.rpos < sp.recheck_until || seq == sp.found_first;
+	left = leave_out_stored(db, recs, items, k, maybe);
+	for (size_t i = 0; i < k && !maybe; i++)
+		maybe = (recs[i].flags & F_SENT) != 0;
 	e = left < 0 ? QE_DB : left == 0 ? QE_OK
-	    : h_push_replay(db, items, (size_t)left, &refused);
+	    : h_push_replay(db, items, (size_t)left, maybe, &refused);
 	if (e == QE_OK) {
 		size_t dup = 0;
 
