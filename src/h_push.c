@@ -388,7 +388,7 @@ note_result(PGresult *res, struct push_item *const *items, size_t n)
 }
 
 enum qe
-h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int replay)
+h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int maybe_stored)
 {
 	struct strbuf sb[8];
 	const char *params[8];
@@ -401,8 +401,8 @@ h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int re
 		params[k] = sb[k].buf;
 	lengths[PUSH_PAYLOADS] = (int)sb[PUSH_PAYLOADS].len;
 	formats[PUSH_PAYLOADS] = 1;
-	e = db_exec_fmt(db, replay ? SQL_SPOOL_PUSH : SQL_PUSH, params, lengths, formats, &res,
-			NULL);
+	e = db_exec_fmt(db, maybe_stored ? SQL_SPOOL_PUSH : SQL_PUSH, params, lengths, formats,
+			&res, NULL);
 	for (int k = 0; k < 8; k++)
 		sb_free(&sb[k]);
 	if (e != QE_OK)

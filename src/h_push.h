@@ -38,19 +38,20 @@ enum qe h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it,
 
 /* Stores n items (ids set) in one call of queen_push, one transaction, and sets each item's
  * status and message_id; learns the partitions in the index and wakes the pops parked on
- * their queues. replay (spool replays of items that may be stored already): an item whose
- * transactionId's key is already held by its own message id answers "duplicate"
+ * their queues. maybe_stored (spool replays of items that may be stored already): an item
+ * whose transactionId's key is already held by its own message id answers "duplicate"
  * (queen_spool_push), so a replayed item with a transactionId is never stored twice; items
  * without one carry no key (the spool looks them up by message id wherever a replay may
- * repeat a commit, spool.h). Returns the error of
- * db_exec untouched; db_ok(db) then tells an unreachable database from a refused statement.
- * Any thread with a connection of its own that is online in the index. */
-enum qe h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int replay);
-/* A spool replay: stores n items (as h_push_store with replay = maybe_stored: 0 when none
- * of them can have been stored before, which spares the probe of each dedup key), split by
- * partition over the lanes (lanes.h; db is the caller's own, the first lane) so that each
- * partition keeps its order and the lanes' connections commit at once. QE_OK when every shard was stored;
- * otherwise *refused says whether the database answered and refused a shard, as opposed to
+ * repeat a commit, spool.h). Returns the error of db_exec untouched; db_ok(db) then tells an
+ * unreachable database from a refused statement. Any thread with a connection of its own
+ * that is online in the index. */
+enum qe h_push_store(struct dbconn *db, struct push_item *const *items, size_t n,
+		     int maybe_stored);
+/* A spool replay: stores n items (as h_push_store with maybe_stored: 0 when none of them can
+ * have been stored before, which spares the probe of each dedup key), split by partition
+ * over the lanes (lanes.h; db is the caller's own, the first lane) so that each partition
+ * keeps its order and the lanes' connections commit at once. QE_OK when every shard was
+ * stored; otherwise *refused says whether the database answered and refused a shard, as opposed to
  * being unreachable (some shards may have committed all the same: the caller looks the
  * batch up by message id before it replays it again). The lanes' caller thread only (the
  * maintenance thread). */

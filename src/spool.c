@@ -1018,10 +1018,11 @@ set_aside(const struct rec *r)
  * may (a replay of the batch failed after some lane committed, or the broker stopped between
  * a commit and the removal of the segment): asks the database
  * (queen_spool_stored) and sets those to "duplicate", moving the others to the front of
- * items. Returns how many are left to push, or -1 when the database cannot be asked. */
+ * items. *asked: whether any record may be stored (and was asked about). Returns how many are
+ * left to push, or -1 when the database cannot be asked. */
 static long
 leave_out_stored(struct dbconn *db, struct rec *recs, struct push_item **items, size_t k,
-		 int all)
+		 int all, int *asked)
 {
 	struct strbuf sb[3];
 	const char *params[4];
@@ -1052,6 +1053,7 @@ leave_out_stored(struct dbconn *db, struct rec *recs, struct push_item **items, 
 	}
 	snprintf(now, sizeof(now), "%lld", (long long)wall_ms());	/* the ids' clock */
 	params[3] = now;
+	*asked = n > 0;
 	e = n ? db_exec(db, SQL_SPOOL_STORED, params, &res) : QE_OK;
 	for (int m = 0; m < 3; m++)
 		sb_free(&sb[m]);
@@ -1215,14 +1217,10 @@ drain_step(struct dbconn *db)
 		goto out;
 	}
 
-	/* Which records may be stored already: all of them where a replay may have committed
-	 * before (the batch of a failed replay, the segment a stopped broker was draining),
-	 * else those sent to the database before they were spooled. A batch of records that
-	 * never reached it is pushed as it is, without asking. */
-	maybe = sp.rpos < sp.recheck_until || seq == sp.found_first;
-	left = leave_out_stored(db, recs, items, k, maybe);
-	for (size_t i = 0; i < k && !maybe; i++)
-		maybe = (recs[i].flags & F_SENT) != 0;
+	/* A batch none of whose records can be stored already (none reached the database) is
+	 * pushed as it is, without the probe of each dedup key. */
+	left = leave_out_stored(db, recs, items, k,
+				sp.rpos < sp.recheck_until || seq == sp.found_first, &maybe);
 	e = left < 0 ? QE_DB : left == 0 ? QE_OK
 	    : h_push_replay(db, items, (size_t)left, maybe, &refused);
 	if (e == QE_OK) {
