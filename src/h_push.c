@@ -27,6 +27,7 @@
 #include "names.h"
 #include "pcrypt.h"
 #include "pindex.h"
+#include "pushsplit.h"
 #include "qassert.h"
 #include "spool.h"
 #include "uuid.h"
@@ -486,42 +487,26 @@ struct push_shard {
 	struct wk_call call;
 };
 
-/* The shard of an item's partition (FNV-1a of queue and partition name). Not keyed: a client
- * choosing names that share a shard only loses parallelism. */
-static unsigned
-shard_of(const struct push_item *it, unsigned nshards)
-{
-	uint64_t h = 1469598103934665603ULL;
-
-	for (const unsigned char *p = (const unsigned char *)it->queue; *p; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	h = (h ^ 0) * 1099511628211ULL;
-	for (const unsigned char *p = (const unsigned char *)it->partition; *p; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	return (unsigned)(h % nshards);
-}
-
-/* Cuts n items into nshards shards by partition, each in input order; owner (may be NULL)
- * gives each item's request, copied along. Returns how many shards are not empty; the
- * caller frees each shard's items and owner. */
+/* Cuts n items into nshards shards by partition (push_split: each partition whole, in input
+ * order, the shards about even); owner (may be NULL) gives each item's request, copied
+ * along. Returns how many shards are not empty; the caller frees each shard's items and
+ * owner. */
 static unsigned
 shard_split(struct push_item *const *items, const size_t *owner, size_t n, unsigned nshards,
 	    struct push_shard *sh)
 {
-	unsigned *of = malloc((n ? n : 1) * sizeof(*of)), used = 0;
+	unsigned *of = malloc((n ? n : 1) * sizeof(*of)), used;
+	size_t load[PUSH_SHARDS_MAX];
 
 	QASSERT(of != NULL);
 	memset(sh, 0, nshards * sizeof(sh[0]));
-	for (size_t i = 0; i < n; i++) {
-		of[i] = nshards > 1 ? shard_of(items[i], nshards) : 0;
-		used += sh[of[i]].n++ == 0;
-	}
+	used = push_split(items, n, nshards, of, load);
 	for (unsigned s = 0; s < nshards; s++) {
-		sh[s].items = malloc((sh[s].n ? sh[s].n : 1) * sizeof(*sh[s].items));
-		sh[s].owner = owner ? malloc((sh[s].n ? sh[s].n : 1) * sizeof(*sh[s].owner))
-				    : NULL;
+		size_t m = load[s] ? load[s] : 1;
+
+		sh[s].items = malloc(m * sizeof(*sh[s].items));
+		sh[s].owner = owner ? malloc(m * sizeof(*sh[s].owner)) : NULL;
 		QASSERT(sh[s].items && (!owner || sh[s].owner));
-		sh[s].n = 0;
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct push_shard *t = &sh[of[i]];
