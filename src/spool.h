@@ -94,8 +94,11 @@ long spool_failed(void);
 void spool_set_maintenance(int on);
 int spool_maintenance(void);
 
-/* CRC-32C (Castagnoli) of n bytes, continuing from crc (0 to start). Pure. */
+/* CRC-32C (Castagnoli) of n bytes, continuing from crc (0 to start). Pure. It uses the
+ * CPU's crc32 instruction where there is one; spool_crc32c_tables always takes the portable
+ * way, which other machines use (the unit test checks both). */
 uint32_t spool_crc32c(uint32_t crc, const void *buf, size_t n);
+uint32_t spool_crc32c_tables(uint32_t crc, const void *buf, size_t n);
 
 /* ---- the record format as pure functions over bytes (no I/O, no global state; safe on any
  * input, for a fuzzer as for recovery) ---- */
