@@ -48,6 +48,7 @@
 #define DRAIN_BATCH_ITEMS 1000		/* records replayed at once (queen_push takes 1000) */
 #define DRAIN_BATCH_BYTES (4u << 20)
 #define DRAIN_READ_MIN (64u << 10)	/* the smallest read of the segment file */
+#define DRAIN_BUF_KEEP (16u << 20)	/* a larger read buffer is freed after its batch */
 #define DRAIN_BUDGET_MS 500		/* a drain round stops starting batches after this */
 #define DRAIN_INTERVAL_MS 200		/* between rounds while nothing is pending */
 #define DRAIN_RETRY_MS 50		/* between rounds while records wait */
@@ -85,6 +86,8 @@ static struct {
 				 * once its last record is committed), and each is asked about */
 	int64_t retry_at;	/* monotonic ms before which the refused record is not retried */
 	size_t read_hint;	/* bytes the last batch took: the first read of the next */
+	unsigned char *rbuf;	/* the read buffer, kept from batch to batch (DRAIN_BUF_KEEP) */
+	size_t rbuf_cap;
 } sp = {
 	.mu = PTHREAD_MUTEX_INITIALIZER, .wmu = PTHREAD_MUTEX_INITIALIZER, .drained = PTHREAD_COND_INITIALIZER, .dirfd = -1, .lockfd = -1, .wfd = -1, .rfd = -1,
 };
@@ -438,10 +441,13 @@ write_all(int fd, const char *p, size_t n)
 }
 
 /* The bytes of a segment file from `at` on that a drain batch has read: a few large reads a
- * batch, not two small ones a record. */
+ * batch, not two small ones a record. The memory (cap bytes) is kept from one batch to the
+ * next while records wait: a buffer of a megabyte or more allocated afresh for each batch
+ * is fresh pages, and the page faults of filling them cost more than the read itself. */
 struct rdbuf {
 	unsigned char *buf;
-	size_t len;
+	size_t len;		/* bytes read, from at */
+	size_t cap;
 	off_t at;
 };
 
@@ -452,7 +458,6 @@ static int
 rd_have(struct rdbuf *rb, int fd, off_t pos, size_t n, off_t end)
 {
 	size_t need = (size_t)(pos - rb->at) + n, most = (size_t)(end - rb->at), want;
-	unsigned char *b;
 
 	if (need > most)
 		need = most;
@@ -465,10 +470,14 @@ rd_have(struct rdbuf *rb, int fd, off_t pos, size_t n, off_t end)
 		want = need;
 	if (want > most)
 		want = most;
-	b = realloc(rb->buf, want);
-	QASSERT(b != NULL);
-	rb->buf = b;
-	if (pread_all(fd, b + rb->len, want - rb->len, rb->at + (off_t)rb->len) < 0)
+	if (want > rb->cap) {
+		unsigned char *b = realloc(rb->buf, want);
+
+		QASSERT(b != NULL);
+		rb->buf = b;
+		rb->cap = want;
+	}
+	if (pread_all(fd, rb->buf + rb->len, want - rb->len, rb->at + (off_t)rb->len) < 0)
 		return -1;
 	rb->len = want;
 	return 0;
@@ -824,6 +833,9 @@ spool_close(void)
 	sp.nsegs = sp.cap = 0;
 	free(sp.dir);
 	sp.dir = NULL;
+	free(sp.rbuf);
+	sp.rbuf = NULL;
+	sp.rbuf_cap = 0;
 	atomic_store(&sp_pending, 0);
 	atomic_store(&sp_failed, 0);
 	pthread_mutex_unlock(&sp.mu);
@@ -1139,7 +1151,7 @@ drain_step(struct dbconn *db)
 {
 	struct rec *recs;
 	struct push_item **items;
-	struct rdbuf rb = { 0 };
+	struct rdbuf rb = { .buf = sp.rbuf, .cap = sp.rbuf_cap };
 	uint64_t seq;
 	off_t size, pos;
 	size_t k = 0, bytes = 0, max;
@@ -1300,7 +1312,14 @@ out:
 		rec_clear(&recs[i]);
 	free(recs);
 	free(items);
-	free(rb.buf);
+	/* Kept for the next batch while records wait, unless it grew past what a batch needs. */
+	if (atomic_load(&sp_pending) == 0 || rb.cap > DRAIN_BUF_KEEP) {
+		free(rb.buf);
+		rb.buf = NULL;
+		rb.cap = 0;
+	}
+	sp.rbuf = rb.buf;
+	sp.rbuf_cap = rb.cap;
 	return go_on;
 }
 
