@@ -1,5 +1,6 @@
 /* pushsplit: the shards of a push batch (pushsplit.h). */
 #include "pushsplit.h"
+#include "h_push.h"
 #include "qassert.h"
 
 #include <stdint.h>

@@ -5,9 +5,9 @@
 #ifndef QUEEN_PUSHSPLIT_H
 #define QUEEN_PUSHSPLIT_H
 
-#include "h_push.h"
-
 #include <stddef.h>
+
+struct push_item;
 
 /* Gives each of the n items a shard below nshards (shard[i]) and counts each shard's items
  * (load[0 .. nshards - 1]). A partition (queue and partition name) goes whole to one shard,

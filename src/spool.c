@@ -54,6 +54,17 @@
 #define DRAIN_RETRY_MS 50		/* between rounds while records wait */
 #define REPLAY_ATTEMPTS 5		/* refusals of one record before it is set aside */
 
+/* The bytes of a segment file from `at` on that a drain batch has read: a few large reads a
+ * batch, not two small ones a record. The memory (cap bytes) is kept from one batch to the
+ * next while records wait: a buffer of a megabyte or more allocated afresh for each batch
+ * is fresh pages, and the page faults of filling them cost more than the read itself. */
+struct rdbuf {
+	unsigned char *buf;
+	size_t len;		/* bytes read, from at */
+	size_t cap;
+	off_t at;
+};
+
 struct seg {
 	uint64_t seq;
 	off_t size;		/* valid, durable bytes */
@@ -86,8 +97,7 @@ static struct {
 				 * once its last record is committed), and each is asked about */
 	int64_t retry_at;	/* monotonic ms before which the refused record is not retried */
 	size_t read_hint;	/* bytes the last batch took: the first read of the next */
-	unsigned char *rbuf;	/* the read buffer, kept from batch to batch (DRAIN_BUF_KEEP) */
-	size_t rbuf_cap;
+	struct rdbuf rd;	/* the drainer's read buffer, kept while records wait */
 } sp = {
 	.mu = PTHREAD_MUTEX_INITIALIZER, .wmu = PTHREAD_MUTEX_INITIALIZER, .drained = PTHREAD_COND_INITIALIZER, .dirfd = -1, .lockfd = -1, .wfd = -1, .rfd = -1,
 };
@@ -439,17 +449,6 @@ write_all(int fd, const char *p, size_t n)
 	}
 	return 0;
 }
-
-/* The bytes of a segment file from `at` on that a drain batch has read: a few large reads a
- * batch, not two small ones a record. The memory (cap bytes) is kept from one batch to the
- * next while records wait: a buffer of a megabyte or more allocated afresh for each batch
- * is fresh pages, and the page faults of filling them cost more than the read itself. */
-struct rdbuf {
-	unsigned char *buf;
-	size_t len;		/* bytes read, from at */
-	size_t cap;
-	off_t at;
-};
 
 /* Makes rb hold the n bytes at pos (pos >= rb->at; fewer when the valid bytes end first, at
  * end), reading ahead: at first what the last batch took, then twice what it holds. 0, or -1
@@ -833,9 +832,8 @@ spool_close(void)
 	sp.nsegs = sp.cap = 0;
 	free(sp.dir);
 	sp.dir = NULL;
-	free(sp.rbuf);
-	sp.rbuf = NULL;
-	sp.rbuf_cap = 0;
+	free(sp.rd.buf);
+	sp.rd = (struct rdbuf){ 0 };
 	atomic_store(&sp_pending, 0);
 	atomic_store(&sp_failed, 0);
 	pthread_mutex_unlock(&sp.mu);
@@ -1151,7 +1149,7 @@ drain_step(struct dbconn *db)
 {
 	struct rec *recs;
 	struct push_item **items;
-	struct rdbuf rb = { .buf = sp.rbuf, .cap = sp.rbuf_cap };
+	struct rdbuf *rb = &sp.rd;
 	uint64_t seq;
 	off_t size, pos;
 	size_t k = 0, bytes = 0, max;
@@ -1204,12 +1202,13 @@ drain_step(struct dbconn *db)
 	recs = calloc(max, sizeof(*recs));
 	items = calloc(max, sizeof(*items));
 	QASSERT(recs != NULL && items != NULL);
-	pos = rb.at = sp.rpos;
+	rb->len = 0;
+	pos = rb->at = sp.rpos;
 	while (k < max && bytes < DRAIN_BATCH_BYTES) {
 		struct rec *r = &recs[k];
 		off_t at = pos;
 
-		st = rec_read(&rb, sp.rfd, pos, size, &r->boff, &r->len);
+		st = rec_read(rb, sp.rfd, pos, size, &r->boff, &r->len);
 		if (st == SPOOL_REC_BAD) {
 			/* Reported by the start-up scan (or damaged since): skip it. */
 			log_debug("spool: skipping a record with a bad checksum");
@@ -1218,7 +1217,7 @@ drain_step(struct dbconn *db)
 		}
 		if (st != SPOOL_REC_OK)
 			break;
-		r->body = rb.buf + r->boff;
+		r->body = rb->buf + r->boff;
 		pos += REC_HDR + (off_t)r->len;
 		if (rec_decode(r) < 0) {
 			if (k > 0) {
@@ -1235,7 +1234,7 @@ drain_step(struct dbconn *db)
 		k++;
 	}
 	for (size_t i = 0; i < k; i++)
-		recs[i].body = rb.buf + recs[i].boff;	/* where the last read left the buffer */
+		recs[i].body = rb->buf + recs[i].boff;	/* where the last read left the buffer */
 	sp.read_hint = (size_t)(pos - sp.rpos) + DRAIN_READ_MIN;
 	if (unreadable) {
 		log_error("spool: a buffered push is not readable by this version: set aside in "
@@ -1313,13 +1312,10 @@ out:
 	free(recs);
 	free(items);
 	/* Kept for the next batch while records wait, unless it grew past what a batch needs. */
-	if (atomic_load(&sp_pending) == 0 || rb.cap > DRAIN_BUF_KEEP) {
-		free(rb.buf);
-		rb.buf = NULL;
-		rb.cap = 0;
+	if (atomic_load(&sp_pending) == 0 || rb->cap > DRAIN_BUF_KEEP) {
+		free(rb->buf);
+		*rb = (struct rdbuf){ 0 };
 	}
-	sp.rbuf = rb.buf;
-	sp.rbuf_cap = rb.cap;
 	return go_on;
 }
 

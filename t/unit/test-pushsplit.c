@@ -1,6 +1,7 @@
 /* Unit tests of push_split: each partition whole in one shard, partitions told apart by queue
  * and name, and the shards even where the partitions allow it. */
 #include "pushsplit.h"
+#include "h_push.h"
 #include "tap.h"
 
 #include <stdio.h>
