@@ -3,14 +3,16 @@
 # throwaway PostgreSQL and broker of its own, loopback only, bounded in count and time.
 #
 #   contrib/limits-load.sh [--longpolls N] [--seconds S] [--only longpoll|fairness|index]
-#                          [--reused] [--partitions P]
+#                          [--reused] [--memory BYTES] [--partitions P]
 #
 # longpoll: N (10000) long-polls parked at once: the broker's RSS while they are parked, the
 #           latency of pushes answered meanwhile (p50/p99/max of 200), then every client
 #           goes away at once: how long until the broker has released them all. With
 #           --reused each connection first has one request answered (GET /health), as a
 #           client that polls again on its keep-alive connection: libmicrohttpd then holds
-#           all of the connection's memory (QUEEN_CONNECTION_MEMORY_BYTES) in RSS.
+#           all of the connection's memory (QUEEN_CONNECTION_MEMORY_BYTES) in RSS. --memory
+#           sets that memory, with the head limits it holds (URL an eighth of it, header
+#           bytes a quarter, a field per 512 bytes).
 # fairness: batch-1 pushes of 4 clients for S (10) seconds, alone and then while one more
 #           client pushes 64 MiB bodies in a loop: p50/p99 of each and the ratio.
 # index:    two brokers on the database; three times over, P (20000) partitions of a new
@@ -35,11 +37,14 @@ use Socket qw(SOL_SOCKET SO_LINGER);
 use Time::HiRes qw(time sleep);
 use QueenTest;
 
-my ($n, $secs, $only, $reused, $nparts) = (10000, 10, '', 0, 20000);
+my ($n, $secs, $only, $reused, $nparts, $memory) = (10000, 10, '', 0, 20000, 0);
 GetOptions('longpolls=i' => \$n, 'seconds=i' => \$secs, 'only=s' => \$only,
-	'reused' => \$reused, 'partitions=i' => \$nparts)
+	'reused' => \$reused, 'partitions=i' => \$nparts, 'memory=i' => \$memory)
 	or die "usage: $0 [--longpolls N] [--seconds S] [--only longpoll|fairness|index] " .
-	"[--reused] [--partitions P]\n";
+	"[--reused] [--memory BYTES] [--partitions P]\n";
+my %head = $memory ? (QUEEN_CONNECTION_MEMORY_BYTES => $memory, QUEEN_MAX_URL_BYTES =>
+	int($memory / 8), QUEEN_MAX_HEADER_BYTES => int($memory / 4), QUEEN_MAX_HEADERS =>
+	int($memory / 512)) : ();
 $nparts = 1000 if $nparts < 1000;
 $nparts = 1000000 if $nparts > 1000000;
 $n = 1 if $n < 1;
@@ -89,7 +94,7 @@ sub push1 { post($_[0], '/api/v1/push', QueenTest::to_json({ items => [ $_[1] ] 
 start_pg();
 
 if (!$only || $only eq 'longpoll') {
-	my $q = start_queend(QUEEN_MAX_LONGPOLLS => $n, LOG_LEVEL => 'warn');
+	my $q = start_queend(QUEEN_MAX_LONGPOLLS => $n, LOG_LEVEL => 'warn', %head);
 	my $parked = sub { my (undef, $m) = $q->get('/metrics'); $m->{longPoll}{parked} // -1 };
 	$q->push_n('lp-other', 1);
 	my $rss0 = rss_mib($q->pid, 'VmRSS');

@@ -146,7 +146,7 @@ static const struct conf_def conf_table[] = {
 	{ "QUEEN_CONNECTION_MEMORY_BYTES", NULL, CT_INT, F(connection_memory_bytes), "65536",
 	  4096, 67108864, NULL, 0, 0,
 	  "memory of each connection for its request head; a head that does not fit gets "
-	  "libmicrohttpd's own 414/431 (HTML), and a keep-alive connection holds all of it" },
+	  "libmicrohttpd's own 414/431, and a keep-alive connection holds all of it" },
 };
 
 #define N_DEFS (sizeof(conf_table) / sizeof(conf_table[0]))
@@ -439,8 +439,8 @@ conf_validate(const struct conf *c, char *err, size_t errlen)
 		snprintf(err, errlen, "HOST: '%s' is not an IPv4 address", c->host);
 		return -1;
 	}
-	/* A request head within the limits must reach the broker, which answers it in JSON:
-	 * libmicrohttpd refuses what does not fit a connection's memory with its own HTML.
+	/* A request head within the limits must reach the broker: libmicrohttpd refuses what
+	 * does not fit a connection's memory by itself, without the broker's checks.
 	 * Half the memory is the first read buffer; the rest holds a record of each field. */
 	if (c->connection_memory_bytes < 2 * (c->max_url_bytes + c->max_header_bytes) +
 					     128 * c->max_headers) {

@@ -413,7 +413,7 @@ add_header_field(void *cls, enum MHD_ValueKind kind, const char *key, const char
 /* The limits of a request head (QUEEN_MAX_URL_BYTES, QUEEN_MAX_HEADER_BYTES,
  * QUEEN_MAX_HEADERS). libmicrohttpd has read the whole head into the connection's memory
  * (QUEEN_CONNECTION_MEMORY_BYTES, sized to hold heads well past these limits) before it calls
- * us; what did not fit there it refused itself, with an HTML body we cannot change. */
+ * us; what did not fit there it refused itself (its answer goes out in our JSON: mhderr.c). */
 static enum qe
 check_head(struct req *r)
 {

@@ -3,7 +3,8 @@
 # QUEEN_MAX_HEADERS or QUEEN_MAX_HEADER_BYTES get 431, each with a JSON body like every other
 # error of the broker -- libmicrohttpd used to refuse them itself with an HTML page. Heads
 # within the limits are served. Past the connection's memory (QUEEN_CONNECTION_MEMORY_BYTES)
-# libmicrohttpd still answers on its own: the status is the same, the body is its HTML.
+# libmicrohttpd still answers on its own, and its answer goes out as the broker's JSON too,
+# as does its 400 for a head it cannot parse.
 use strict;
 use warnings;
 use FindBin;
@@ -91,15 +92,37 @@ subtest 'the limits are settings; 10,000 header fields get JSON with a 1 MiB hea
 	is($s, 404, 'a 226-byte URL is served (unknown queue)');
 };
 
-subtest 'past the connection memory libmicrohttpd answers itself: same status, its HTML' => sub {
-	my ($s, undef, $h, $raw) = $q->raw(head('/health', fields(10000)));
-	is($s, 431, '10,000 header fields to a 64 KiB head: still 431');
-	unlike($h->{'content-type'} // '', qr{json}, 'but not JSON (' . ($h->{'content-type'} //
-		'no content type') . ')');
-	($s) = $q->raw(head('/api/v1/resources/queues/' . ('a' x 100000)));
-	is($s, 414, 'a 100 KB URL: still 414');
+subtest 'past the connection memory libmicrohttpd answers itself, in the broker\'s JSON' => sub {
+	my ($s, $b, $h) = $q->raw(head('/health', fields(10000)));
+	is($s, 431, '10,000 header fields to a 64 KiB head: 431');
+	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
+		'10,000 fields past the memory');
+	($s, $b, $h) = $q->raw(head('/api/v1/resources/queues/' . ('a' x 100000)));
+	is($s, 414, 'a 100 KB URL: 414');
+	is_json_error($b, $h, { error => 'URL too long', limit => 8192 }, '100 KB URL');
+	($s, $b, $h) = $q->raw(head('/health', 'X-Big: ' . ('b' x 70000)));
+	is($s, 431, 'one 70 KB field: 431');
+	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
+		'70 KB field');
+	($s, $b, $h) = $q->raw("GET /health HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n");
+	is($s, 400, 'a field without a colon: 400');
+	is_json_error($b, $h, { error => 'bad request' }, 'malformed head');
 	($s) = $q->get('/health');
 	is($s, 200, 'and the broker goes on serving');
+};
+
+subtest 'a small connection memory: every head past it still gets JSON' => sub {
+	my $small = start_queend(QUEEN_CONNECTION_MEMORY_BYTES => 16384, QUEEN_MAX_URL_BYTES => 2048,
+		QUEEN_MAX_HEADER_BYTES => 4096, QUEEN_MAX_HEADERS => 32);
+	my ($s, $b, $h) = $small->raw(head('/health', fields(400)));
+	is($s, 431, '400 header fields to a 16 KiB head: 431');
+	is_json_error($b, $h, { error => 'request header fields too large', limit => 4096 },
+		'400 fields');
+	($s, $b, $h) = $small->raw(head('/api/v1/resources/queues/' . ('a' x 20000)));
+	is($s, 414, 'a 20 KB URL: 414');
+	is_json_error($b, $h, { error => 'URL too long', limit => 2048 }, '20 KB URL');
+	($s) = $small->raw(head('/health', 'X-Within: ' . ('y' x 3000)));
+	is($s, 200, 'a 3 KB field within the limits is served');
 };
 
 subtest 'QUEEN_CONNECTION_MEMORY_BYTES must hold heads within the limits' => sub {

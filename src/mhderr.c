@@ -1,0 +1,241 @@
+/* mhderr: the answers libmicrohttpd 0.9.75 (Debian 12's) makes by itself, sent as the
+ * broker's JSON errors.
+ *
+ * Some requests never reach the broker: a head that does not fit the connection's memory
+ * (QUEEN_CONNECTION_MEMORY_BYTES) gets 414 or 431, a head the library cannot parse gets 400,
+ * and each of these answers carries one of the library's fixed HTML pages, which no option
+ * changes. The library sends an answer's head and body in one sendmsg. The executable's own
+ * sendmsg and send take precedence over libc's for every caller, the library included (as
+ * epoll_wait does in epollfix.c): an answer whose body is one of those pages goes out as the
+ * JSON error the broker gives for that status, in exactly as many bytes (the JSON padded with
+ * spaces), so that the library's count of what it sent stays true when the socket takes only
+ * part of it. The rest of such an answer, asked for later from the same buffers, is taken
+ * from the same rewrite. Everything else goes to the kernel as it is. */
+#include "mhderr.h"
+#include "conf.h"
+#include "errors.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define PAGE_MARK "<html>"
+
+/* An answer the socket took only part of: the library's buffers, what replaces them, and how
+ * much of it has gone out. An HTTP thread serves many connections, so each keeps a few; one
+ * whose client reads nothing is dropped for a newer one (its client gets a garbled end). */
+struct rewrite {
+	int fd;			/* -1: a free slot */
+	const char *head, *body;
+	size_t head_len, body_len, sent;
+	char out[MHDERR_MAX];
+};
+
+#define SLOTS 4
+static __thread struct rewrite rw_slots[SLOTS] = { { .fd = -1 }, { .fd = -1 }, { .fd = -1 },
+						   { .fd = -1 } };
+static __thread unsigned rw_next;
+
+/* The broker's error body for an answer of this status (the reason phrase when the broker has
+ * none of its own). */
+static int
+json_error(int status, const char *reason, size_t reason_len, char *out, size_t cap)
+{
+	enum qe e;
+	long long limit = -1;
+
+	switch (status) {
+	case 400: e = QE_BAD_REQUEST; break;
+	case 413: e = QE_TOO_LARGE; limit = qconf.max_body_bytes; break;
+	case 414: e = QE_URL_TOO_LONG; limit = qconf.max_url_bytes; break;
+	case 431: e = QE_HEAD_TOO_LARGE; limit = qconf.max_header_bytes; break;
+	case 500: e = QE_INTERNAL; break;
+	default:
+		/* A reason phrase is letters and spaces (the library's own table). */
+		for (size_t i = 0; i < reason_len; i++)
+			if (reason[i] == '"' || reason[i] == '\\' || (unsigned char)reason[i] < 0x20)
+				return -1;
+		return snprintf(out, cap, "{\"error\":\"%.*s\"}", (int)reason_len, reason);
+	}
+	if (limit >= 0)
+		return snprintf(out, cap, "{\"error\":\"%s\",\"limit\":%lld}", qe_message(e), limit);
+	return snprintf(out, cap, "{\"error\":\"%s\"}", qe_message(e));
+}
+
+static size_t
+digits(size_t n)
+{
+	size_t d = 1;
+
+	while (n >= 10) {
+		n /= 10;
+		d++;
+	}
+	return d;
+}
+
+size_t
+mhderr_rewrite(const char *head, size_t head_len, const char *body, size_t body_len,
+	       char *out, size_t cap)
+{
+	static const char ctype[] = "Content-Type: application/json\r\n";
+	static const char clen[] = "Content-Length: ";
+	size_t total = head_len + body_len, o = 0, fixed, json_len = 0;
+	const char *p = head, *end = head + head_len, *eol;
+	char json[256];
+	int status, n;
+
+	if (body_len < sizeof(PAGE_MARK) - 1 || memcmp(body, PAGE_MARK, sizeof(PAGE_MARK) - 1) != 0 ||
+	    head_len < 13 || memcmp(head, "HTTP/1.", 7) != 0 || head[8] != ' ' ||
+	    total > cap || total > MHDERR_MAX)
+		return 0;
+	if (head[9] < '1' || head[9] > '5' || head[10] < '0' || head[10] > '9' ||
+	    head[11] < '0' || head[11] > '9' || head[12] != ' ')
+		return 0;
+	status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
+	if (!(eol = memchr(p, '\r', (size_t)(end - p))) || eol + 1 >= end || eol[1] != '\n')
+		return 0;
+	n = json_error(status, head + 13, (size_t)(eol - head - 13), json, sizeof(json));
+	if (n < 0 || (size_t)n >= sizeof(json))
+		return 0;
+	json_len = (size_t)n;
+	/* The status line and every field but the body's type and length, as they were. */
+	for (;;) {
+		size_t line = (size_t)(eol + 2 - p);
+
+		if (line == 2)
+			break;		/* the blank line that ends the head */
+		if (strncasecmp(p, "Content-Length:", 15) != 0 && strncasecmp(p, "Content-Type:", 13) != 0) {
+			memcpy(out + o, p, line);
+			o += line;
+		}
+		p = eol + 2;
+		if (p >= end || !(eol = memchr(p, '\r', (size_t)(end - p))) || eol + 1 >= end ||
+		    eol[1] != '\n')
+			return 0;
+	}
+	if (p + 2 != end)
+		return 0;	/* the head buffer holds more than a head */
+	memcpy(out + o, ctype, sizeof(ctype) - 1);
+	o += sizeof(ctype) - 1;
+	fixed = o + (sizeof(clen) - 1) + 4;
+	/* The body is what is left of the bytes: its length is printed in the head it follows. */
+	for (size_t d = 1; d <= 6; d++) {
+		size_t blen;
+
+		if (total < fixed + d)
+			return 0;
+		blen = total - fixed - d;
+		if (digits(blen) != d)
+			continue;
+		if (blen < json_len)
+			return 0;
+		o += (size_t)snprintf(out + o, cap - o, "%s%zu\r\n\r\n", clen, blen);
+		memcpy(out + o, json, json_len);
+		memset(out + o + json_len, ' ', blen - json_len);
+		return total;
+	}
+	return 0;
+}
+
+static ssize_t
+kernel_sendto(int fd, const void *buf, size_t len, int flags)
+{
+	return (ssize_t)syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+}
+
+ssize_t (*mhderr_sendto)(int fd, const void *buf, size_t len, int flags) = kernel_sendto;
+
+/* Where the library's next bytes of a partly sent answer start, in its own buffers. */
+static const char *
+resume_at(const struct rewrite *w)
+{
+	return w->sent < w->head_len ? w->head + w->sent : w->body + (w->sent - w->head_len);
+}
+
+/* Sends up to want more bytes of a partly sent answer; the library counts them as its own. */
+static ssize_t
+send_rest(struct rewrite *w, int fd, size_t want, int flags)
+{
+	size_t left = w->head_len + w->body_len - w->sent;
+	ssize_t n = mhderr_sendto(fd, w->out + w->sent, want < left ? want : left, flags);
+
+	if (n > 0)
+		w->sent += (size_t)n;
+	if (w->sent == w->head_len + w->body_len)
+		w->fd = -1;
+	return n;
+}
+
+/* Continues the partly sent answer on fd when the library asks for its next bytes from p,
+ * and frees its slot when the library asks for anything else (that answer was given up).
+ * -2: no answer continued. */
+static ssize_t
+resume(int fd, const void *p, size_t want, int flags)
+{
+	for (int i = 0; i < SLOTS; i++) {
+		struct rewrite *w = &rw_slots[i];
+
+		if (w->fd != fd)
+			continue;
+		if (p == resume_at(w))
+			return send_rest(w, fd, want, flags);
+		w->fd = -1;
+	}
+	return -2;
+}
+
+/* Keeps what is left of an answer the socket took only part of: in a free slot, or in place
+ * of the oldest. With nothing sent no slot is needed: the library asks again with the same
+ * buffers, which are rewritten again. */
+static void
+keep_rest(int fd, const struct iovec *iov, const char *out, size_t sent)
+{
+	struct rewrite *w = NULL;
+
+	for (int i = 0; i < SLOTS && !w; i++)
+		if (rw_slots[i].fd == -1)
+			w = &rw_slots[i];
+	if (!w)
+		w = &rw_slots[rw_next++ % SLOTS];
+	w->fd = fd;
+	w->head = iov[0].iov_base;
+	w->head_len = iov[0].iov_len;
+	w->body = iov[1].iov_base;
+	w->body_len = iov[1].iov_len;
+	w->sent = sent;
+	memcpy(w->out, out, w->head_len + w->body_len);
+}
+
+ssize_t
+sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	const struct iovec *iov = msg->msg_iov;
+	char out[MHDERR_MAX];
+	size_t want = 0, total;
+	ssize_t n;
+
+	for (size_t i = 0; i < msg->msg_iovlen; i++)
+		want += iov[i].iov_len;
+	if (msg->msg_iovlen >= 1 && (n = resume(fd, iov[0].iov_base, want, flags)) != -2)
+		return n;
+	if (msg->msg_iovlen != 2 || msg->msg_name ||
+	    !(total = mhderr_rewrite(iov[0].iov_base, iov[0].iov_len, iov[1].iov_base,
+				     iov[1].iov_len, out, sizeof(out))))
+		return (ssize_t)syscall(SYS_sendmsg, fd, msg, flags);
+	n = mhderr_sendto(fd, out, total, flags);
+	if (n > 0 && (size_t)n < total)
+		keep_rest(fd, iov, out, (size_t)n);
+	return n;
+}
+
+ssize_t
+send(int fd, const void *buf, size_t len, int flags)
+{
+	ssize_t n = resume(fd, buf, len, flags);
+
+	return n != -2 ? n : kernel_sendto(fd, buf, len, flags);
+}
