@@ -36,8 +36,8 @@ static int wk_n;
  * shares. */
 #define WK_HEAVY_BYTES (1024 * 1024)
 
-static int
-heavy(const struct req *r)
+int
+wk_heavy(const struct req *r)
 {
 	return r->weight > (size_t)qconf.group_commit_items || r->body.len > WK_HEAVY_BYTES;
 }
@@ -46,7 +46,7 @@ heavy(const struct req *r)
 static int
 lane_free(const struct req *r)
 {
-	if (heavy(r))
+	if (wk_heavy(r))
 		return wk_heavy_busy < (qconf.push_lanes > 1 ? qconf.push_lanes - 1 : 1);
 	return wk_lanes_busy < qconf.push_lanes;
 }
@@ -200,7 +200,7 @@ take_jobs(struct req **out, size_t max, int *is_heavy)
 	out[n++] = first;
 	if (!coalesces(first))
 		return n;
-	if (heavy(first)) {
+	if (wk_heavy(first)) {
 		*is_heavy = 1;
 		wk_heavy_busy++;
 		return n;
@@ -211,7 +211,7 @@ take_jobs(struct req **out, size_t max, int *is_heavy)
 		struct req *next = cur->next;
 
 		if (coalesces(cur) && cur->route->run_many == first->route->run_many &&
-		    !heavy(cur) && items + cur->weight <= (size_t)qconf.group_commit_items) {
+		    !wk_heavy(cur) && items + cur->weight <= (size_t)qconf.group_commit_items) {
 			unlink_job(prev, cur);
 			items += cur->weight;
 			out[n++] = cur;

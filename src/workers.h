@@ -25,6 +25,9 @@ void wk_stop(void);
 enum qe wk_submit(struct req *r);
 /* Jobs waiting for a worker, for metrics. */
 long wk_queued(void);
+/* 1 when a push request is heavy: too large to share a group commit, it runs alone on a lane
+ * of its own (workers.c). */
+int wk_heavy(const struct req *r);
 
 /* A call run by some worker with its own connection on behalf of another worker: the shards
  * of a push batch run on several connections at once (h_push.c). The caller owns the struct

@@ -2,7 +2,8 @@
 # A push too large to share a group commit (a heavy one) runs on a lane of its own beside the
 # QUEEN_PUSH_LANES of the light pushes (SPEC 22: one large request never stalls the others).
 # Before, with one lane, a heavy push held the only lane and every other push waited for its
-# commit.
+# commit. A heavy push is one transaction on that lane's connection, never cut into shards
+# on several (a group commit is): all of it is stored or none.
 use strict;
 use warnings;
 use FindBin;
@@ -47,5 +48,25 @@ $r = heavy_push();
 is($r->[0], 201, 'the next heavy push is stored');
 is($pg->psql("SELECT p.next_offset FROM queen_partitions p JOIN queen_queues q " .
 	"ON q.id = p.queue_id WHERE q.name = 'big'"), 41, 'every item of both is stored, once');
+
+subtest 'a heavy push is one transaction, with lanes to shard it over' => sub {
+	my $wide = start_queend(QUEEN_PUSH_LANES => 4, QUEEN_GROUP_COMMIT_ITEMS => 10);
+	# A queue PostgreSQL refuses to create (a trigger raises).
+	$pg->psql(q{CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'refused by test'; END$$;
+		CREATE TRIGGER test_refuse BEFORE INSERT ON queen_queues FOR EACH ROW
+		WHEN (NEW.name = 'poison') EXECUTE FUNCTION test_refuse()});
+	my @items = ((map { +{ queue => 'whole', partition => "p$_", payload => $_ } } 0 .. 31),
+		     { queue => 'poison', payload => 'poison' });
+	my ($s) = $wide->push_items(@items);
+	isnt($s, 201, "one item refused: the heavy push is refused ($s)");
+	is($pg->psql("SELECT count(*) FROM queen_queues WHERE name = 'whole'"), 0,
+		'and nothing of it is stored');
+	($s, my $b) = $wide->push_items(@items[0 .. 31]);
+	is($s, 201, 'without that item: stored');
+	is(scalar(grep { $_->{status} eq 'queued' } @$b), 32, 'every item queued');
+	is($pg->psql("SELECT sum(p.next_offset) FROM queen_partitions p JOIN queen_queues q " .
+		"ON q.id = p.queue_id WHERE q.name = 'whole'"), 32, 'over its 32 partitions');
+};
 
 done_testing();
