@@ -357,14 +357,65 @@ wake_after(PGresult *res)
 	}
 }
 
-/* The offset this broker's own pop delivered for an item, when the ack can take the keyed
- * path (queen_ack_known): a completed item naming its lease; else -1. */
-static int64_t
-known_offset(const struct ack_item *it)
+/* The end of the run of items from i on that name the lease and partition item i names: one
+ * span of the offset map. An item failed before SQL ends it. */
+static size_t
+span_end(const struct ack_job *j, size_t i)
 {
-	if (it->fail || strcmp(it->status, "completed") != 0 || !it->lease)
-		return -1;
-	return om_get(it->lease, it->pid, it->txn);
+	const struct ack_item *a = &j->items[i];
+	size_t k = i + 1;
+
+	while (k < j->n && !j->items[k].fail && j->items[k].lease &&
+	       strcmp(j->items[k].lease, a->lease) == 0 && strcmp(j->items[k].pid, a->pid) == 0)
+		k++;
+	return k;
+}
+
+/* 1 when the ack can take the keyed path (queen_ack_known): every item bound for SQL is a
+ * completed ack naming its lease, of a message this broker's own pop delivered under it;
+ * offs[i] is then its offset. txns: room for n pointers. */
+static int
+known_offsets(const struct ack_job *j, const char **txns, int64_t *offs)
+{
+	for (size_t i = 0, end; i < j->n; i = end) {
+		const struct ack_item *it = &j->items[i];
+
+		if (it->fail) {
+			end = i + 1;
+			continue;
+		}
+		if (!it->lease)
+			return 0;
+		end = span_end(j, i);
+		for (size_t k = i; k < end; k++) {
+			if (strcmp(j->items[k].status, "completed") != 0)
+				return 0;
+			txns[k - i] = j->items[k].txn;
+		}
+		if (om_get_run(it->lease, it->pid, end - i, txns, offs + i) != end - i)
+			return 0;
+	}
+	return 1;
+}
+
+/* The offset map forgets what was acked, a span's run at a time. */
+static void
+forget_acked(const struct ack_job *j, const char **txns)
+{
+	for (size_t i = 0, end; i < j->n; i = end) {
+		size_t m = 0;
+
+		if (j->items[i].fail || !j->items[i].lease) {
+			end = i + 1;
+			continue;
+		}
+		end = span_end(j, i);
+		for (size_t k = i; k < end; k++)
+			if (j->items[k].success)
+				txns[m++] = j->items[k].txn;
+		if (m)
+			om_del_run(j->items[i].lease, j->items[i].pid, m, txns);
+	}
 }
 
 enum qe
@@ -377,16 +428,19 @@ h_ack_run(struct req *r, struct wk *w)
 	PGresult *res;
 	size_t sent = 0;
 	uint64_t ok = 0, nack = 0, dlq = 0;
-	int known = 1;
+	const char **txns = malloc(sizeof(*txns) * (j->n ? j->n : 1));
+	int64_t *offs = malloc(sizeof(*offs) * (j->n ? j->n : 1));
+	int known;
 	enum qe e = QE_OK;
 
+	QASSERT(txns != NULL && offs != NULL);
+	known = known_offsets(j, txns, offs);
 	for (int k = 0; k < 7; k++) {
 		sb_init(&sb[k]);
 		sb_addc(&sb[k], '{');
 	}
 	for (size_t i = 0; i < j->n; i++) {
 		struct ack_item *it = &j->items[i];
-		int64_t off;
 
 		if (it->fail)
 			continue;
@@ -398,11 +452,8 @@ h_ack_run(struct req *r, struct wk *w)
 		sb_add_pgelem(&sb[3], it->status);
 		sb_add_pgelem(&sb[4], it->lease);
 		sb_add_pgelem(&sb[5], it->error);
-		off = known ? known_offset(it) : -1;
-		if (off < 0)
-			known = 0;
-		else
-			sb_add_i64(&sb[6], off);
+		if (known)
+			sb_add_i64(&sb[6], offs[i]);
 		sent++;
 	}
 	for (int k = 0; k < 7; k++)
@@ -457,8 +508,6 @@ h_ack_run(struct req *r, struct wk *w)
 					pidx_cursor(last_pid, pidx_group_hash(it->group),
 						    atoll(last_cmt), it->released ? 0 : -1);
 				}
-				if (it->success && it->lease)
-					om_del(it->lease, it->pid, it->txn);
 				if (it->success && it->status[0] == 'c')
 					ok++;
 				else if (it->success)
@@ -466,12 +515,15 @@ h_ack_run(struct req *r, struct wk *w)
 				dlq += it->dlq;
 			}
 			free(map);
+			forget_acked(j, txns);
 			wake_after(res);
 			PQclear(res);
 		}
 	}
 	for (int k = 0; k < 7; k++)
 		sb_free(&sb[k]);
+	free(txns);
+	free(offs);
 	if (e != QE_OK)
 		return req_fail(r, e, "ack not applied: database unavailable");
 	metrics_acked(ok, nack, dlq);

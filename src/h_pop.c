@@ -200,13 +200,22 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 {
 	struct strbuf sb;
 	const char *lease = j->auto_ack ? "" : lease_id;
-	int rows = PQntuples(res), claimed = 0;
+	int rows = PQntuples(res), claimed = 0, run = 0;
 	const char *last_pid = "";
-
+	const char **txns = malloc(sizeof(*txns) * (size_t)rows);
+	int64_t *offs = malloc(sizeof(*offs) * (size_t)rows);
 	int64_t now = wall_ms(), until = 0;
 
-	for (int i = 0; i < rows; i++) {
-		if (strcmp(PQgetvalue(res, i, 0), last_pid) != 0) {
+	QASSERT(txns != NULL && offs != NULL);
+	/* Rows of a partition come together: each partition's are one span of the offset map,
+	 * what an ack of this lease will name, so that it need not be looked up. */
+	for (int i = 0; i <= rows; i++) {
+		if (i == rows || strcmp(PQgetvalue(res, i, 0), last_pid) != 0) {
+			if (run > 0)
+				om_put_span(lease, last_pid, (size_t)run, txns, offs, until, now);
+			run = 0;
+			if (i == rows)
+				break;
 			claimed++;
 			last_pid = PQgetvalue(res, i, 0);
 			until = j->auto_ack || PQgetisnull(res, i, 12) ? 0
@@ -214,11 +223,13 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 			pidx_cursor(last_pid, j->gh, atoll(PQgetvalue(res, i, 10)), until);
 			pidx_log_end(last_pid, atoll(PQgetvalue(res, i, 11)));
 		}
-		/* What an ack of this lease will name, so that it need not be looked up. */
-		if (until > 0 && !PQgetisnull(res, i, 5))
-			om_put(lease, last_pid, PQgetvalue(res, i, 5), atoll(PQgetvalue(res, i, 3)),
-			       until, now);
+		if (until > 0 && !PQgetisnull(res, i, 5)) {
+			txns[run] = PQgetvalue(res, i, 5);
+			offs[run++] = atoll(PQgetvalue(res, i, 3));
+		}
 	}
+	free(txns);
+	free(offs);
 	sb_init(&sb);
 	sb_adds(&sb, "{\"success\":true");
 	add_str_field(&sb, "queue", j->queue ? j->queue : "");
