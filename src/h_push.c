@@ -599,7 +599,7 @@ shard_retry(struct push_shard *s, struct wk *w)
 }
 
 /* Stores the items in shards on several workers at once. Returns 0 (nothing done) when they
- * fall in fewer than two shards. */
+ * fall in fewer than two shards, or the request is heavy. */
 static int
 push_sharded(struct req **rs, size_t n, struct push_item **flat, size_t items, struct wk *w,
 	     enum qe *rcs)
@@ -610,7 +610,12 @@ push_sharded(struct req **rs, size_t n, struct push_item **flat, size_t items, s
 	unsigned used, mine = nshards;
 	size_t k = 0, *own;
 
-	if (nshards < 2 || items < PUSH_SHARD_MIN_ITEMS)
+	/* A heavy request (it runs alone: rs[0]) is not cut: it is one transaction on its own
+	 * lane's connection, so that one client's 64 MiB takes one backend's time, not every
+	 * core's (with the shards on both cores of a two-core machine, the batch-1 pushes of
+	 * other clients had a p99 2.4-3.4 times their own alone, against 2.0-2.3 times stored
+	 * whole: limits-load.sh fairness), and is stored whole or not at all. */
+	if (nshards < 2 || items < PUSH_SHARD_MIN_ITEMS || wk_heavy(rs[0]))
 		return 0;
 	own = malloc(items * sizeof(*own));
 	QASSERT(own != NULL);
@@ -700,13 +705,7 @@ h_push_run_many(struct req **rs, size_t n, struct wk *w, enum qe *rcs)
 	 * refuses stays a failure. */
 	if (spool_diverting() && !spool_maintenance() && db_ensure(w->db) == QE_OK)
 		spool_wait_drained(push_wait_ms());
-	/* A group commit is cut into shards that commit at once on several connections. A
-	 * heavy request is not: it is one transaction on its own lane's connection, so that one
-	 * client's 64 MiB takes one backend's time, not every core's (with the shards on both
-	 * cores of a two-core machine, the batch-1 pushes of other clients had a p99 2.4-3.4
-	 * times their own alone, against 2.2-2.3 times stored whole: limits-load.sh fairness). */
-	if (!spool_diverting() && !(n == 1 && wk_heavy(rs[0])) &&
-	    push_sharded(rs, n, flat, items, w, rcs)) {
+	if (!spool_diverting() && push_sharded(rs, n, flat, items, w, rcs)) {
 		free(flat);
 		return;
 	}

@@ -15,6 +15,8 @@
 #include "conf.h"
 #include "errors.h"
 
+#include <jansson.h>
+
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -39,30 +41,32 @@ static __thread struct rewrite rw_slots[SLOTS] = { { .fd = -1 }, { .fd = -1 }, {
 						   { .fd = -1 } };
 static __thread unsigned rw_next;
 
-/* The broker's error body for an answer of this status (the reason phrase when the broker has
- * none of its own). */
+/* The broker's error body for an answer of this status, into out (the reason phrase when the
+ * broker has no error of its own for it); its length, or -1. */
 static int
 json_error(int status, const char *reason, size_t reason_len, char *out, size_t cap)
 {
-	enum qe e;
+	const char *msg = NULL;
 	long long limit = -1;
+	json_t *body;
+	size_t n;
 
 	switch (status) {
-	case 400: e = QE_BAD_REQUEST; break;
-	case 413: e = QE_TOO_LARGE; limit = qconf.max_body_bytes; break;
-	case 414: e = QE_URL_TOO_LONG; limit = qconf.max_url_bytes; break;
-	case 431: e = QE_HEAD_TOO_LARGE; limit = qconf.max_header_bytes; break;
-	case 500: e = QE_INTERNAL; break;
-	default:
-		/* A reason phrase is letters and spaces (the library's own table). */
-		for (size_t i = 0; i < reason_len; i++)
-			if (reason[i] == '"' || reason[i] == '\\' || (unsigned char)reason[i] < 0x20)
-				return -1;
-		return snprintf(out, cap, "{\"error\":\"%.*s\"}", (int)reason_len, reason);
+	case 400: msg = qe_message(QE_BAD_REQUEST); break;
+	case 413: msg = qe_message(QE_TOO_LARGE); limit = qconf.max_body_bytes; break;
+	case 414: msg = qe_message(QE_URL_TOO_LONG); limit = qconf.max_url_bytes; break;
+	case 431: msg = qe_message(QE_HEAD_TOO_LARGE); limit = qconf.max_header_bytes; break;
+	case 500: msg = qe_message(QE_INTERNAL); break;
 	}
+	body = msg ? json_pack("{ss}", "error", msg)
+		   : json_pack("{ss%}", "error", reason, reason_len);
+	if (!body)
+		return -1;	/* a reason phrase that is not UTF-8 */
 	if (limit >= 0)
-		return snprintf(out, cap, "{\"error\":\"%s\",\"limit\":%lld}", qe_message(e), limit);
-	return snprintf(out, cap, "{\"error\":\"%s\"}", qe_message(e));
+		json_object_set_new(body, "limit", json_integer(limit));
+	n = json_dumpb(body, out, cap, JSON_COMPACT);
+	json_decref(body);
+	return n == 0 || n > cap ? -1 : (int)n;
 }
 
 static size_t
@@ -99,7 +103,7 @@ mhderr_rewrite(const char *head, size_t head_len, const char *body, size_t body_
 	if (!(eol = memchr(p, '\r', (size_t)(end - p))) || eol + 1 >= end || eol[1] != '\n')
 		return 0;
 	n = json_error(status, head + 13, (size_t)(eol - head - 13), json, sizeof(json));
-	if (n < 0 || (size_t)n >= sizeof(json))
+	if (n < 0)
 		return 0;
 	json_len = (size_t)n;
 	/* The status line and every field but the body's type and length, as they were. */
