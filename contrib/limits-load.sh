@@ -12,7 +12,7 @@
 #           client that polls again on its keep-alive connection: libmicrohttpd then holds
 #           all of the connection's memory (QUEEN_CONNECTION_MEMORY_BYTES) in RSS. --memory
 #           sets that memory, with the head limits it holds (URL an eighth of it, header
-#           bytes a quarter, a field per 512 bytes).
+#           bytes a quarter, a field and a query parameter per 512 bytes).
 # fairness: batch-1 pushes of 4 clients for S (10) seconds, alone and then while one more
 #           client pushes 64 MiB bodies in a loop: p50/p99 of each and the ratio.
 # index:    two brokers on the database; three times over, P (20000) partitions of a new
@@ -44,7 +44,7 @@ GetOptions('longpolls=i' => \$n, 'seconds=i' => \$secs, 'only=s' => \$only,
 	"[--reused] [--memory BYTES] [--partitions P]\n";
 my %head = $memory ? (QUEEN_CONNECTION_MEMORY_BYTES => $memory, QUEEN_MAX_URL_BYTES =>
 	int($memory / 8), QUEEN_MAX_HEADER_BYTES => int($memory / 4), QUEEN_MAX_HEADERS =>
-	int($memory / 512)) : ();
+	int($memory / 512), QUEEN_MAX_QUERY_PARAMS => int($memory / 512)) : ();
 $nparts = 1000 if $nparts < 1000;
 $nparts = 1000000 if $nparts > 1000000;
 $n = 1 if $n < 1;

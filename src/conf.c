@@ -143,6 +143,8 @@ static const struct conf_def conf_table[] = {
 	  NULL, 0, 0, "request header fields together, bytes (more: 431)" },
 	{ "QUEEN_MAX_HEADERS", NULL, CT_INT, F(max_headers), "100", 8, 100000, NULL, 0, 0,
 	  "most request header fields (more: 431)" },
+	{ "QUEEN_MAX_QUERY_PARAMS", NULL, CT_INT, F(max_query_params), "64", 8, 100000, NULL, 0,
+	  0, "most query string parameters in one request (more: 414)" },
 	{ "QUEEN_CONNECTION_MEMORY_BYTES", NULL, CT_INT, F(connection_memory_bytes), "65536",
 	  4096, 67108864, NULL, 0, 0,
 	  "memory of each connection for its request head; a head that does not fit gets "
@@ -390,7 +392,6 @@ pg_ports_check(const struct conf *c, char *err, size_t errlen)
 	return 0;
 }
 
-/* Checks that settings agree with each other, once all overlays are applied. */
 /* 64 hexadecimal characters: an AES-256 key. */
 static int
 is_key_hex(const char *k, size_t n)
@@ -410,6 +411,7 @@ conf_validate(const struct conf *c, char *err, size_t errlen)
 {
 	const char *k = c->encryption_key;
 	struct in_addr addr;
+	int64_t need;
 
 	if (k[0] != '\0' && !is_key_hex(k, strlen(k))) {
 		snprintf(err, errlen, "QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters");
@@ -441,15 +443,16 @@ conf_validate(const struct conf *c, char *err, size_t errlen)
 	}
 	/* A request head within the limits must reach the broker: libmicrohttpd refuses what
 	 * does not fit a connection's memory by itself, without the broker's checks.
-	 * Half the memory is the first read buffer; the rest holds a record of each field. */
-	if (c->connection_memory_bytes < 2 * (c->max_url_bytes + c->max_header_bytes) +
-					     128 * c->max_headers) {
+	 * Half the memory is the first read buffer; the rest holds a record of each header
+	 * field and query parameter (64 bytes each in libmicrohttpd 0.9.75, measured). */
+	need = 2 * (c->max_url_bytes + c->max_header_bytes) +
+	       64 * (c->max_headers + c->max_query_params);
+	if (c->connection_memory_bytes < need) {
 		snprintf(err, errlen, "QUEEN_CONNECTION_MEMORY_BYTES: %lld is too small for request "
-			 "heads within QUEEN_MAX_URL_BYTES, QUEEN_MAX_HEADER_BYTES and "
-			 "QUEEN_MAX_HEADERS: at least 2 x (URL + header bytes) + 128 x headers = "
-			 "%lld", (long long)c->connection_memory_bytes,
-			 (long long)(2 * (c->max_url_bytes + c->max_header_bytes) +
-				     128 * c->max_headers));
+			 "heads within QUEEN_MAX_URL_BYTES, QUEEN_MAX_HEADER_BYTES, "
+			 "QUEEN_MAX_HEADERS and QUEEN_MAX_QUERY_PARAMS: at least 2 x (URL + header "
+			 "bytes) + 64 x (headers + query parameters) = %lld",
+			 (long long)c->connection_memory_bytes, (long long)need);
 		return -1;
 	}
 	if (c->jwt_enabled && !c->jwt_secret[0] && !c->jwt_public_key[0] && !c->jwt_jwks_url[0] &&

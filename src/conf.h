@@ -62,6 +62,7 @@ struct conf {
 	int64_t max_name_bytes;
 	int64_t max_url_bytes;
 	int64_t max_header_bytes;
+	int64_t max_query_params;
 	int64_t max_headers;
 	int64_t connection_memory_bytes;
 	char *config_file;	/* where the settings came from, when a file was read */

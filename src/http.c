@@ -83,6 +83,8 @@ req_free(struct req *r)
 		free(r->qkeys[i]);
 		free(r->qvals[i]);
 	}
+	free(r->qkeys);
+	free(r->qvals);
 	for (int i = 0; i < r->nhdr; i++) {
 		free(r->hdr_names[i]);
 		free(r->hdr_vals[i]);
@@ -297,8 +299,13 @@ req_add_query(struct req *r, const char *key, const char *value)
 	size_t klen, vlen;
 	char *k, *v;
 
-	if (r->nquery >= REQ_MAX_QUERY || !key)
+	if (!key || r->nquery >= qconf.max_query_params)
 		return;
+	if (!r->qkeys) {
+		r->qkeys = calloc((size_t)qconf.max_query_params, sizeof(*r->qkeys));
+		r->qvals = calloc((size_t)qconf.max_query_params, sizeof(*r->qvals));
+		QASSERT(r->qkeys && r->qvals);
+	}
 	k = route_pct_decode(key, strlen(key), &klen);
 	v = route_pct_decode(value ? value : "", value ? strlen(value) : 0, &vlen);
 	if (!r->bad_input && (!names_utf8(k, klen) || !names_utf8(v, vlen))) {
@@ -336,6 +343,34 @@ no_unescape(void *cls, struct MHD_Connection *c, char *s)
 	(void)cls;
 	(void)c;
 	return strlen(s);
+}
+
+/* What the URI callback hands the access handler for a query string past
+ * QUEEN_MAX_QUERY_PARAMS (as its request context; NULL otherwise). */
+static char query_refused_mark;
+
+/* libmicrohttpd calls this with the request line's target before it parses the query string
+ * into the connection's memory, a record per parameter. A few thousand short parameters
+ * within QUEEN_MAX_URL_BYTES fill that memory, and libmicrohttpd 0.9.75 then leaves the
+ * request unanswered. So a query string with more parameters than the limit is emptied here,
+ * in libmicrohttpd's own buffer (the target is a part of it, writable as the library writes
+ * it), and the access handler answers 414. */
+static void *
+uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	char *q = strchr(uri, '?');
+	int64_t n = 1;
+
+	(void)cls;
+	(void)c;
+	if (!q || !q[1])
+		return NULL;
+	for (const char *p = q + 1; *p; p++)
+		n += *p == '&';
+	if (n <= qconf.max_query_params)
+		return NULL;
+	q[1] = '\0';
+	return &query_refused_mark;
 }
 
 /* Path parameters must be valid UTF-8 without NUL, and those that hold names (":queue",
@@ -420,6 +455,10 @@ check_head(struct req *r)
 	size_t url = strlen(r->path);
 	struct head_fields h = { 0, 0 };
 
+	if (r->query_refused) {
+		req_err_field(r, "limit", json_integer(qconf.max_query_params));
+		return req_fail(r, QE_URL_TOO_LONG, "too many query parameters");
+	}
 	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, add_query_bytes, &url);
 	if ((int64_t)url > qconf.max_url_bytes) {
 		req_err_field(r, "limit", json_integer(qconf.max_url_bytes));
@@ -567,8 +606,11 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 {
 	struct req *r = *con_cls;
 
-	if (!r) {
+	if (!r || r == (void *)&query_refused_mark) {
+		int refused = r != NULL;
+
 		r = req_new(conn, method, url);
+		r->query_refused = refused;
 		*con_cls = r;
 		return start_request(r);
 	}
@@ -610,7 +652,7 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	struct req *r = *con_cls;
 
-	if (!r)
+	if (!r || r == (void *)&query_refused_mark)
 		return;
 	/* A running request cannot end here: its connection is suspended until http_finish. */
 	QASSERT(r->state != ST_RUNNING);
@@ -656,6 +698,7 @@ http_start(void)
 		MHD_OPTION_THREAD_POOL_SIZE, threads,
 		MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL,
 		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+		MHD_OPTION_URI_LOG_CALLBACK, uri_cb, NULL,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)60000,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,

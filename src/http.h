@@ -23,7 +23,6 @@
 struct route;
 
 #define REQ_MAX_PARAMS 4
-#define REQ_MAX_QUERY 24
 #define REQ_MAX_HEADERS 4
 
 struct req {
@@ -33,9 +32,10 @@ struct req {
 	char *path;
 	char *params[REQ_MAX_PARAMS];	/* decoded path parameters, in pattern order */
 	int nparams;
-	char *qkeys[REQ_MAX_QUERY];	/* query string, copied out of MHD */
-	char *qvals[REQ_MAX_QUERY];
+	char **qkeys;			/* query string, copied out of MHD */
+	char **qvals;
 	int nquery;
+	int query_refused;		/* more parameters than QUEEN_MAX_QUERY_PARAMS */
 	struct strbuf body;
 	size_t body_held;		/* of it, counted in flight (QUEEN_MAX_INFLIGHT_BYTES) */
 	size_t discarded;		/* body bytes dropped after a refusal */

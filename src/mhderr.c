@@ -9,8 +9,9 @@
  * epoll_wait does in epollfix.c): an answer whose body is one of those pages goes out as the
  * JSON error the broker gives for that status, in exactly as many bytes (the JSON padded with
  * spaces), so that the library's count of what it sent stays true when the socket takes only
- * part of it. The rest of such an answer, asked for later from the same buffers, is taken
- * from the same rewrite. Everything else goes to the kernel as it is. */
+ * part of it (a head the library repeated before its page goes into the padding). The rest
+ * of such an answer, asked for later from the same buffers, is taken from the same rewrite.
+ * Everything else goes to the kernel as it is. */
 #include "mhderr.h"
 #include "conf.h"
 #include "errors.h"
@@ -81,6 +82,18 @@ digits(size_t n)
 	return d;
 }
 
+/* Whether these bytes are one more answer head: a status line, fields, the blank line. */
+static int
+repeated_head(const char *p, size_t n)
+{
+	const char *blank;
+
+	if (n < 11 || memcmp(p, "HTTP/1.", 7) != 0)
+		return 0;
+	blank = memmem(p, n, "\r\n\r\n", 4);
+	return blank && blank + 4 == p + n;
+}
+
 size_t
 mhderr_rewrite(const char *head, size_t head_len, const char *body, size_t body_len,
 	       char *out, size_t cap)
@@ -121,8 +134,12 @@ mhderr_rewrite(const char *head, size_t head_len, const char *body, size_t body_
 		    eol[1] != '\n')
 			return 0;
 	}
-	if (p + 2 != end)
-		return 0;	/* the head buffer holds more than a head */
+	/* The library queues some refusals twice (0.9.75: a cookie that does not fit the
+	 * connection's memory), and the head buffer then holds a second head: its bytes go
+	 * to the body's padding, so that the client reads one answer. Anything else after the
+	 * head is not the library's refusal. */
+	if (p + 2 != end && !repeated_head(p + 2, (size_t)(end - p - 2)))
+		return 0;
 	memcpy(out + o, ctype, sizeof(ctype) - 1);
 	o += sizeof(ctype) - 1;
 	fixed = o + (sizeof(clen) - 1) + 4;

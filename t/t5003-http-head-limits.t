@@ -4,7 +4,8 @@
 # error of the broker -- libmicrohttpd used to refuse them itself with an HTML page. Heads
 # within the limits are served. Past the connection's memory (QUEEN_CONNECTION_MEMORY_BYTES)
 # libmicrohttpd still answers on its own, and its answer goes out as the broker's JSON too,
-# as does its 400 for a head it cannot parse.
+# as does its 400 for a head it cannot parse. A query string past QUEEN_MAX_QUERY_PARAMS gets 414
+# before libmicrohttpd fills the connection's memory with it.
 use strict;
 use warnings;
 use FindBin;
@@ -76,6 +77,52 @@ subtest 'header fields past QUEEN_MAX_HEADERS or QUEEN_MAX_HEADER_BYTES: 431 in 
 		'40 KB field');
 };
 
+subtest 'a query string past QUEEN_MAX_QUERY_PARAMS: 414 in JSON' => sub {
+	my $params = sub { '/health?' . join('&', map { "p$_=1" } 1 .. $_[0]) };
+	my ($s, $b, $h) = $q->raw(head($params->(64)));
+	is($s, 200, '64 query parameters are served');
+	($s, $b, $h) = $q->raw(head($params->(65)));
+	is($s, 414, '65 query parameters: 414');
+	is_json_error($b, $h, { error => 'too many query parameters', limit => 64 }, '65 parameters');
+	# 3,000 short parameters fit QUEEN_MAX_URL_BYTES but not the connection's memory:
+	# libmicrohttpd 0.9.75 left such a request unanswered.
+	my $many = '/api/v1/resources/queues?' . join('&', ('a') x 3000);
+	cmp_ok(length $many, '<', 8192, '3,000 parameters within the URL limit ...');
+	($s, $b, $h) = $q->raw(head($many));
+	is($s, 414, '... 414');
+	is_json_error($b, $h, { error => 'too many query parameters', limit => 64 },
+		'3,000 parameters');
+	# Cookies are parsed by libmicrohttpd into the same memory; the broker reads none.
+	my $cookie = 'Cookie: ' . join('; ', map { "c$_=1" } 1 .. 2000);
+	($s, $b, $h) = $q->raw(head('/health', $cookie));
+	is($s, 431, '2,000 cookies past the connection memory: 431');
+	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
+		'2,000 cookies, one answer');
+	($s) = $q->get('/health');
+	is($s, 200, 'and the broker goes on serving');
+};
+
+subtest 'every limit reached at once in one head is served' => sub {
+	# QUEEN_MAX_URL_BYTES with QUEEN_MAX_QUERY_PARAMS parameters, QUEEN_MAX_HEADERS fields
+	# of QUEEN_MAX_HEADER_BYTES in all: what QUEEN_CONNECTION_MEMORY_BYTES is checked to hold.
+	my $at_limits = sub {
+		my ($broker, $url_bytes, $params, $fields, $field_bytes) = @_;
+		my $target = '/health?' . join('&', map { "p$_=1" } 2 .. $params) . '&pad=';
+		$target .= 'u' x ($url_bytes - length $target);
+		# Host (9 bytes with its CRLF) and fields - 1 more sharing the rest of the bytes.
+		my @f = map { sprintf 'X-F%03d: ', $_ } 1 .. $fields - 1;
+		my $room = $field_bytes - 9 - 2 * @f - length join '', @f;
+		$f[$_] .= 'v' x int($room / @f) for 0 .. $#f;
+		$f[0] .= 'v' x ($room % @f);
+		my ($s, $b) = $broker->raw(head($target, @f));
+		return $s;
+	};
+	is($at_limits->($q, 8192, 64, 100, 16384), 200, 'the defaults, at 64 KiB');
+	my $small = start_queend(QUEEN_CONNECTION_MEMORY_BYTES => 16384, QUEEN_MAX_URL_BYTES => 2048,
+		QUEEN_MAX_HEADER_BYTES => 4096, QUEEN_MAX_HEADERS => 32, QUEEN_MAX_QUERY_PARAMS => 32);
+	is($at_limits->($small, 2048, 32, 32, 4096), 200, 'limits of a 16 KiB head, at 16 KiB');
+};
+
 subtest 'the limits are settings; 10,000 header fields get JSON with a 1 MiB head' => sub {
 	my $wide = start_queend(QUEEN_CONNECTION_MEMORY_BYTES => 1048576, QUEEN_MAX_HEADERS => 200,
 		QUEEN_MAX_URL_BYTES => 300);
@@ -113,7 +160,7 @@ subtest 'past the connection memory libmicrohttpd answers itself, in the broker\
 
 subtest 'a small connection memory: every head past it still gets JSON' => sub {
 	my $small = start_queend(QUEEN_CONNECTION_MEMORY_BYTES => 16384, QUEEN_MAX_URL_BYTES => 2048,
-		QUEEN_MAX_HEADER_BYTES => 4096, QUEEN_MAX_HEADERS => 32);
+		QUEEN_MAX_HEADER_BYTES => 4096, QUEEN_MAX_HEADERS => 32, QUEEN_MAX_QUERY_PARAMS => 32);
 	my ($s, $b, $h) = $small->raw(head('/health', fields(400)));
 	is($s, 431, '400 header fields to a 16 KiB head: 431');
 	is_json_error($b, $h, { error => 'request header fields too large', limit => 4096 },
@@ -130,7 +177,8 @@ subtest 'QUEEN_CONNECTION_MEMORY_BYTES must hold heads within the limits' => sub
 	isnt($st, 0, '32 KiB with the default limits: refused');
 	like($out, qr/QUEEN_CONNECTION_MEMORY_BYTES: 32768 is too small/, 'naming the setting');
 	($st) = run_queend(['--check-config'], QUEEN_CONNECTION_MEMORY_BYTES => 32768,
-		QUEEN_MAX_URL_BYTES => 4096, QUEEN_MAX_HEADER_BYTES => 8192, QUEEN_MAX_HEADERS => 20);
+		QUEEN_MAX_URL_BYTES => 4096, QUEEN_MAX_HEADER_BYTES => 8192, QUEEN_MAX_HEADERS => 20,
+		QUEEN_MAX_QUERY_PARAMS => 16);
 	is($st, 0, '32 KiB with smaller limits: accepted');
 };
 

@@ -87,6 +87,21 @@ rewrites(void)
 	ok(n && is_error(body_of(out, n), "HTTP Version Not Supported", -1),
 	   "a status the broker has no error of: the reason phrase");
 
+	{
+		/* The library's head twice, then its page (0.9.75, a cookie past the memory). */
+		char twice[2 * sizeof(head431)];
+
+		snprintf(twice, sizeof(twice), "%s%s", head431, head431);
+		n = mhderr_rewrite(twice, strlen(twice), page431, strlen(page431), out, MHDERR_MAX);
+		out[n] = '\0';
+		ok(n == strlen(twice) + strlen(page431) &&
+		   is_error(body_of(out, n), "request header fields too large", 16384) &&
+		   strstr(out + 1, "HTTP/1.1") == NULL,
+		   "a head repeated before the page: one answer, in as many bytes");
+		snprintf(twice, sizeof(twice), "%sX-Not-A-Head\r\n\r\n", head431);
+		ok(mhderr_rewrite(twice, strlen(twice), page431, strlen(page431), out,
+				  MHDERR_MAX) == 0, "anything else after the head: left alone");
+	}
 	ok(mhderr_rewrite(head400, strlen(head400), "{\"error\":\"x\"}", 13, out, MHDERR_MAX) == 0,
 	   "a JSON body is not the library's: left alone");
 	ok(mhderr_rewrite("HTTP/1.1 200 OK\r\n\r\n", 19, "<html></html>", 13, out, MHDERR_MAX) == 0,
