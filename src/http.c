@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -431,6 +432,9 @@ add_query_bytes(void *cls, enum MHD_ValueKind kind, const char *key, const char 
 
 struct head_fields {
 	int64_t n, bytes;
+	const char *length;		/* the first Content-Length */
+	int lengths_differ;		/* another one with another value */
+	int chunked;			/* a Transfer-Encoding field */
 };
 
 static enum MHD_Result
@@ -442,6 +446,14 @@ add_header_field(void *cls, enum MHD_ValueKind kind, const char *key, const char
 	h->n++;
 	/* "Name: value" and its CRLF. */
 	h->bytes += (int64_t)(strlen(key) + 2 + (value ? strlen(value) : 0) + 2);
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		if (!h->length)
+			h->length = value ? value : "";
+		else if (strcmp(h->length, value ? value : "") != 0)
+			h->lengths_differ = 1;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		h->chunked = 1;
+	}
 	return MHD_YES;
 }
 
@@ -472,6 +484,14 @@ check_head(struct req *r)
 	if (h.bytes > qconf.max_header_bytes) {
 		req_err_field(r, "limit", json_integer(qconf.max_header_bytes));
 		return req_fail(r, QE_HEAD_TOO_LARGE, "request header fields too large");
+	}
+	/* Where the body ends must not be open to two readings (RFC 9112 6.3): a proxy in
+	 * front may take the other one, and the rest of the body for the next request. The
+	 * answer closes the connection, so that nothing after this head is read as one. */
+	if (h.lengths_differ || (h.length && h.chunked)) {
+		req_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+		return req_fail(r, QE_BAD_REQUEST, h.chunked ? "both Content-Length and "
+				"Transfer-Encoding" : "Content-Length fields that differ");
 	}
 	return QE_OK;
 }

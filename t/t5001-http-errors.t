@@ -1,12 +1,14 @@
 #!/usr/bin/perl
 # HTTP-level errors (SPEC 2, 20): unknown routes, wrong methods, malformed bodies and bodies
-# over the limit get the documented answer -- and a rejected request changes nothing.
+# over the limit get the documented answer -- and a rejected request changes nothing. A head
+# whose body length is open to two readings is refused and its connection closed.
 use strict;
 use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes qw(time);
+use IO::Socket::INET;
 use QueenTest;
 
 start_pg();
@@ -63,6 +65,50 @@ subtest 'none of that changed anything' => sub {
 	is_deeply(\@names, [], 'no queue was created');
 	my ($s) = $q->get('/api/v1/resources/queues/q');
 	is($s, 404, 'not even by the requests that named one');
+};
+
+# Everything the broker sends on one connection for these bytes, until it closes it (or 5 s).
+sub all_answers {
+	my ($bytes) = @_;
+	my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $q->{port},
+		Proto => 'tcp') or die "connect: $!";
+	local $SIG{PIPE} = 'IGNORE';
+	syswrite($s, $bytes);
+	my ($buf, $t0) = ('', time);
+	while (time - $t0 < 5) {
+		my $rin = '';
+		vec($rin, fileno($s), 1) = 1;
+		next unless select(my $rout = $rin, undef, undef, 0.1) > 0;
+		last unless sysread($s, $buf, 65536, length $buf);
+	}
+	return ($buf, time - $t0);
+}
+
+subtest 'a body whose end is open to two readings: 400, and the connection closes' => sub {
+	# A proxy that reads the other Content-Length (or the chunks) would take the rest of the
+	# body for a request of its own: the broker must not answer it.
+	my $hidden = "GET /api/v1/resources/queues/smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+	my $body = '{"items":[]}' . $hidden;
+	for my $case (
+		[ 'two Content-Length fields', "Content-Length: 12\r\nContent-Length: " .
+			length($body), 'Content-Length fields that differ' ],
+		[ 'Content-Length and chunked', "Content-Length: " . length($body) .
+			"\r\nTransfer-Encoding: chunked", 'both Content-Length and Transfer-Encoding' ],
+	) {
+		my ($name, $fields, $error) = @$case;
+		my ($all, $took) = all_answers("POST /api/v1/push HTTP/1.1\r\nHost: x\r\n" .
+			"Content-Type: application/json\r\n$fields\r\n\r\n$body");
+		my @answers = $all =~ m{^HTTP/1\.1 (\d{3})}mg;
+		is_deeply(\@answers, [400], "$name: one answer, 400");
+		like($all, qr/\Q{"error":"$error"}\E/, "$name: {\"error\":\"$error\"}");
+		like($all, qr/^Connection: close\r$/mi, "$name: Connection: close");
+		ok($took < 4, sprintf("$name: the connection is closed (%.2f s)", $took));
+	}
+	my ($a) = all_answers("GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n" .
+		"Content-Length: 0\r\nConnection: close\r\n\r\n");
+	like($a, qr{^HTTP/1\.1 200 }, 'two equal Content-Length fields are one');
+	my ($s) = $q->get('/api/v1/resources/queues/smuggled');
+	is($s, 404, 'nothing was pushed');
 };
 
 subtest 'body over QUEEN_MAX_BODY_BYTES: 413 {"error":"payload too large","limit":N}' => sub {
