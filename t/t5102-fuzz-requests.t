@@ -32,6 +32,7 @@ note($out);
 my ($summary) = $out =~ /^(\d+ requests in .*)$/m;
 ok($summary, 'the fuzzer ran to its summary') or diag($out);
 like($summary // '', qr/; 0 answered 5xx to a client error;/, "no 5xx (seed $seed)");
+like($summary // '', qr/; 0 whole requests unanswered;/, 'every whole request answered');
 like($summary // '', qr/; broker up; /, 'the broker stayed up');
 unlike($summary // '', qr/did not come back/, 'its RSS came back after the run');
 is($rc, 0, 'every check of the fuzzer held')
