@@ -435,6 +435,7 @@ struct head_fields {
 	const char *length;		/* the first Content-Length */
 	int lengths_differ;		/* another one with another value */
 	int chunked;			/* a Transfer-Encoding field */
+	int hosts;			/* Host fields */
 };
 
 static enum MHD_Result
@@ -453,6 +454,8 @@ add_header_field(void *cls, enum MHD_ValueKind kind, const char *key, const char
 			h->lengths_differ = 1;
 	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
 		h->chunked = 1;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+		h->hosts++;
 	}
 	return MHD_YES;
 }
@@ -493,6 +496,11 @@ check_head(struct req *r)
 		return req_fail(r, QE_BAD_REQUEST, h.chunked ? "both Content-Length and "
 				"Transfer-Encoding" : "Content-Length fields that differ");
 	}
+	/* RFC 9112 3.2: an HTTP/1.1 request names one host (two could each be read by a
+	 * different party in front of the broker). */
+	if (h.hosts > 1 || (h.hosts == 0 && r->http11))
+		return req_fail(r, QE_BAD_REQUEST, h.hosts ? "more than one Host field"
+				: "no Host field");
 	return QE_OK;
 }
 
@@ -631,6 +639,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 
 		r = req_new(conn, method, url);
 		r->query_refused = refused;
+		r->http11 = strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
 		*con_cls = r;
 		return start_request(r);
 	}

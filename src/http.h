@@ -36,6 +36,7 @@ struct req {
 	char **qvals;
 	int nquery;
 	int query_refused;		/* more parameters than QUEEN_MAX_QUERY_PARAMS */
+	int http11;			/* an HTTP/1.1 request (not 1.0) */
 	struct strbuf body;
 	size_t body_held;		/* of it, counted in flight (QUEEN_MAX_INFLIGHT_BYTES) */
 	size_t discarded;		/* body bytes dropped after a refusal */

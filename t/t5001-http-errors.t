@@ -1,7 +1,8 @@
 #!/usr/bin/perl
 # HTTP-level errors (SPEC 2, 20): unknown routes, wrong methods, malformed bodies and bodies
 # over the limit get the documented answer -- and a rejected request changes nothing. A head
-# whose body length is open to two readings is refused and its connection closed.
+# whose body length is open to two readings is refused and its connection closed; an HTTP/1.1
+# head names exactly one host.
 use strict;
 use warnings;
 use FindBin;
@@ -109,6 +110,17 @@ subtest 'a body whose end is open to two readings: 400, and the connection close
 	like($a, qr{^HTTP/1\.1 200 }, 'two equal Content-Length fields are one');
 	my ($s) = $q->get('/api/v1/resources/queues/smuggled');
 	is($s, 404, 'nothing was pushed');
+};
+
+subtest 'an HTTP/1.1 request names exactly one host: 400 otherwise' => sub {
+	my ($a) = all_answers("GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
+	like($a, qr{^HTTP/1\.1 400 }, 'HTTP/1.1 without Host: 400');
+	like($a, qr/\Q{"error":"no Host field"}\E/, '{"error":"no Host field"}');
+	($a) = all_answers("GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n");
+	like($a, qr{^HTTP/1\.1 400 }, 'two Host fields: 400');
+	like($a, qr/\Q{"error":"more than one Host field"}\E/, '{"error":"more than one Host field"}');
+	($a) = all_answers("GET /health HTTP/1.0\r\n\r\n");
+	like($a, qr{^HTTP/1\.1 200 }, 'HTTP/1.0 without Host: served');
 };
 
 subtest 'body over QUEEN_MAX_BODY_BYTES: 413 {"error":"payload too large","limit":N}' => sub {
