@@ -108,7 +108,7 @@ subtest 'numbers out of range are refused before any conversion; invalid is a st
 	is($b->{invalid}, 'retryLimit', 'the first offending option in table order');
 	($s, $b) = $q->request('POST', '/api/v1/configure',
 		qq({"queue":"c2","options":{"leaseTime":30.0}}));
-	is($s, 200, 'a whole number sent as 30.0 is accepted');
+	is($s, 200, 'a whole number sent as 30.0 is accepted') or diag(explain($b));
 	is($b->{options}{leaseTime}, 30, 'as 30');
 };
 
