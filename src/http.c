@@ -460,17 +460,19 @@ add_header_field(void *cls, enum MHD_ValueKind kind, const char *key, const char
 	return MHD_YES;
 }
 
-/* The limits of a request head (QUEEN_MAX_URL_BYTES, QUEEN_MAX_HEADER_BYTES,
- * QUEEN_MAX_HEADERS). libmicrohttpd has read the whole head into the connection's memory
+/* The limits of a request head (QUEEN_MAX_QUERY_PARAMS, QUEEN_MAX_URL_BYTES,
+ * QUEEN_MAX_HEADER_BYTES, QUEEN_MAX_HEADERS), where its body ends, and its host.
+ * libmicrohttpd has read the whole head into the connection's memory
  * (QUEEN_CONNECTION_MEMORY_BYTES, sized to hold heads well past these limits) before it calls
- * us; what did not fit there it refused itself (its answer goes out in our JSON: mhderr.c). */
+ * us; what did not fit there it refused itself (its answer goes out in our JSON: mhderr.c).
+ * query_refused: uri_cb emptied a query string past QUEEN_MAX_QUERY_PARAMS. */
 static enum qe
-check_head(struct req *r)
+check_head(struct req *r, const char *version, int query_refused)
 {
 	size_t url = strlen(r->path);
 	struct head_fields h = { 0, 0 };
 
-	if (r->query_refused) {
+	if (query_refused) {
 		req_err_field(r, "limit", json_integer(qconf.max_query_params));
 		return req_fail(r, QE_URL_TOO_LONG, "too many query parameters");
 	}
@@ -498,14 +500,14 @@ check_head(struct req *r)
 	}
 	/* RFC 9112 3.2: an HTTP/1.1 request names one host (two could each be read by a
 	 * different party in front of the broker). */
-	if (h.hosts > 1 || (h.hosts == 0 && r->http11))
+	if (h.hosts > 1 || (h.hosts == 0 && strcmp(version, MHD_HTTP_VERSION_1_1) == 0))
 		return req_fail(r, QE_BAD_REQUEST, h.hosts ? "more than one Host field"
 				: "no Host field");
 	return QE_OK;
 }
 
 static enum MHD_Result
-start_request(struct req *r)
+start_request(struct req *r, const char *version, int query_refused)
 {
 	const union MHD_ConnectionInfo *ci;
 	enum auth_refusal why;
@@ -516,7 +518,7 @@ start_request(struct req *r)
 
 	/* The size of the head comes first: it says nothing about routes or tokens, and a
 	 * head too large is refused before anything reads it. */
-	if ((e = check_head(r)) != QE_OK)
+	if ((e = check_head(r, version, query_refused)) != QE_OK)
 		return reply_now(r, e);
 	/* Authentication comes before routing (SPEC 17): an unknown path without a token is a
 	 * 401, so the route table cannot be probed anonymously. */
@@ -638,10 +640,8 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 		int refused = r != NULL;
 
 		r = req_new(conn, method, url);
-		r->query_refused = refused;
-		r->http11 = strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
 		*con_cls = r;
-		return start_request(r);
+		return start_request(r, version, refused);
 	}
 	switch (r->state) {
 	case ST_BODY:

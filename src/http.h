@@ -35,8 +35,6 @@ struct req {
 	char **qkeys;			/* query string, copied out of MHD */
 	char **qvals;
 	int nquery;
-	int query_refused;		/* more parameters than QUEEN_MAX_QUERY_PARAMS */
-	int http11;			/* an HTTP/1.1 request (not 1.0) */
 	struct strbuf body;
 	size_t body_held;		/* of it, counted in flight (QUEEN_MAX_INFLIGHT_BYTES) */
 	size_t discarded;		/* body bytes dropped after a refusal */

@@ -23,81 +23,68 @@ sub head {
 }
 sub fields { my ($n) = @_; map { "X-F$_: y" } 1 .. $n }
 
-sub is_json_error {
-	my ($b, $h, $want, $name) = @_;
+# Sends a head to a broker and checks the refusal: its status, and its JSON body.
+sub refused {
+	my ($broker, $bytes, $status, $want, $name) = @_;
+	my ($s, $b, $h) = $broker->raw($bytes);
+	is($s, $status, "$name: $status");
 	like($h->{'content-type'} // '', qr{^application/json}, "$name: as JSON");
 	is_deeply($b, $want, "$name: " . QueenTest::to_json($want));
 }
+sub url_too_long { { error => 'URL too long', limit => $_[0] } }
+sub too_large { { error => 'request header fields too large', limit => $_[0] } }
+
+# A broker whose connection memory is 16 KiB, with limits that memory holds.
+my $small = start_queend(QUEEN_CONNECTION_MEMORY_BYTES => 16384, QUEEN_MAX_URL_BYTES => 2048,
+	QUEEN_MAX_HEADER_BYTES => 4096, QUEEN_MAX_HEADERS => 32, QUEEN_MAX_QUERY_PARAMS => 32);
 
 subtest 'a 32 KB URL: 414 {"error":"URL too long","limit":8192}' => sub {
-	my ($s, $b, $h) = $q->raw(head('/api/v1/resources/queues/' . ('a' x 32768)));
-	is($s, 414, '32 KB path: 414');
-	is_json_error($b, $h, { error => 'URL too long', limit => 8192 }, '32 KB path');
-
-	($s, $b, $h) = $q->raw(head('/health?pad=' . ('b' x 32768)));
-	is($s, 414, '32 KB query string: 414');
-	is_json_error($b, $h, { error => 'URL too long', limit => 8192 }, '32 KB query string');
+	refused($q, head('/api/v1/resources/queues/' . ('a' x 32768)), 414, url_too_long(8192),
+		'32 KB path');
+	refused($q, head('/health?pad=' . ('b' x 32768)), 414, url_too_long(8192),
+		'32 KB query string');
 
 	my $target = '/health?pad=' . ('c' x (8192 - length '/health?pad='));
 	is(length $target, 8192, 'a URL of exactly 8192 bytes ...');
-	($s, $b) = $q->raw(head($target));
+	my ($s) = $q->raw(head($target));
 	is($s, 200, '... is served');
 	($s) = $q->raw(head($target . 'c'));
 	is($s, 414, 'one byte more is not');
 };
 
 subtest 'header fields past QUEEN_MAX_HEADERS or QUEEN_MAX_HEADER_BYTES: 431 in JSON' => sub {
-	my ($s, $b, $h) = $q->raw(head('/health', fields(99)));
+	my ($s) = $q->raw(head('/health', fields(99)));
 	is($s, 200, '100 header fields (Host and 99 more) are served');
-	($s, $b, $h) = $q->raw(head('/health', fields(100)));
-	is($s, 431, '101 header fields: 431');
-	is_json_error($b, $h, { error => 'too many request header fields', limit => 100 },
-		'101 fields');
-	($s, $b, $h) = $q->raw(head('/health', fields(500)));
-	is($s, 431, '500 header fields: 431');
-	is_json_error($b, $h, { error => 'too many request header fields', limit => 100 },
-		'500 fields');
+	my $too_many = { error => 'too many request header fields', limit => 100 };
+	refused($q, head('/health', fields(100)), 431, $too_many, '101 fields');
+	refused($q, head('/health', fields(500)), 431, $too_many, '500 fields');
 
 	# "Host: x" and its CRLF are 9 bytes; each field counts "Name: value" and CRLF.
 	my $big = 'X-Big: ' . ('v' x (16384 - 9 - 9));
 	($s) = $q->raw(head('/health', $big));
 	is($s, 200, 'header fields of 16384 bytes in all are served');
-	($s, $b, $h) = $q->raw(head('/health', $big . 'v'));
-	is($s, 431, 'one byte more: 431');
-	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
-		'16385 bytes');
+	refused($q, head('/health', $big . 'v'), 431, too_large(16384), '16385 bytes');
 	# libmicrohttpd copies a cookie to parse it: it takes twice its size of the head.
-	($s, $b, $h) = $q->raw(head('/health', 'Cookie: ' . ('k' x 24000)));
-	is($s, 431, 'a 24 KB cookie: 431');
-	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
-		'24 KB cookie');
-	($s, $b, $h) = $q->raw(head('/health', 'X-Big: ' . ('v' x 40000)));
-	is($s, 431, 'a 40 KB field: 431');
-	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
-		'40 KB field');
+	refused($q, head('/health', 'Cookie: ' . ('k' x 24000)), 431, too_large(16384),
+		'a 24 KB cookie');
+	refused($q, head('/health', 'X-Big: ' . ('v' x 40000)), 431, too_large(16384),
+		'a 40 KB field');
 };
 
 subtest 'a query string past QUEEN_MAX_QUERY_PARAMS: 414 in JSON' => sub {
 	my $params = sub { '/health?' . join('&', map { "p$_=1" } 1 .. $_[0]) };
-	my ($s, $b, $h) = $q->raw(head($params->(64)));
+	my $too_many = { error => 'too many query parameters', limit => 64 };
+	my ($s) = $q->raw(head($params->(64)));
 	is($s, 200, '64 query parameters are served');
-	($s, $b, $h) = $q->raw(head($params->(65)));
-	is($s, 414, '65 query parameters: 414');
-	is_json_error($b, $h, { error => 'too many query parameters', limit => 64 }, '65 parameters');
+	refused($q, head($params->(65)), 414, $too_many, '65 parameters');
 	# 3,000 short parameters fit QUEEN_MAX_URL_BYTES but not the connection's memory:
 	# libmicrohttpd 0.9.75 left such a request unanswered.
 	my $many = '/api/v1/resources/queues?' . join('&', ('a') x 3000);
 	cmp_ok(length $many, '<', 8192, '3,000 parameters within the URL limit ...');
-	($s, $b, $h) = $q->raw(head($many));
-	is($s, 414, '... 414');
-	is_json_error($b, $h, { error => 'too many query parameters', limit => 64 },
-		'3,000 parameters');
+	refused($q, head($many), 414, $too_many, '... 3,000 parameters');
 	# Cookies are parsed by libmicrohttpd into the same memory; the broker reads none.
-	my $cookie = 'Cookie: ' . join('; ', map { "c$_=1" } 1 .. 2000);
-	($s, $b, $h) = $q->raw(head('/health', $cookie));
-	is($s, 431, '2,000 cookies past the connection memory: 431');
-	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
-		'2,000 cookies, one answer');
+	refused($q, head('/health', 'Cookie: ' . join('; ', map { "c$_=1" } 1 .. 2000)), 431,
+		too_large(16384), '2,000 cookies past the connection memory, one answer');
 	($s) = $q->get('/health');
 	is($s, 200, 'and the broker goes on serving');
 };
@@ -114,61 +101,45 @@ subtest 'every limit reached at once in one head is served' => sub {
 		my $room = $field_bytes - 9 - 2 * @f - length join '', @f;
 		$f[$_] .= 'v' x int($room / @f) for 0 .. $#f;
 		$f[0] .= 'v' x ($room % @f);
-		my ($s, $b) = $broker->raw(head($target, @f));
+		my ($s) = $broker->raw(head($target, @f));
 		return $s;
 	};
 	is($at_limits->($q, 8192, 64, 100, 16384), 200, 'the defaults, at 64 KiB');
-	my $small = start_queend(QUEEN_CONNECTION_MEMORY_BYTES => 16384, QUEEN_MAX_URL_BYTES => 2048,
-		QUEEN_MAX_HEADER_BYTES => 4096, QUEEN_MAX_HEADERS => 32, QUEEN_MAX_QUERY_PARAMS => 32);
 	is($at_limits->($small, 2048, 32, 32, 4096), 200, 'limits of a 16 KiB head, at 16 KiB');
 };
 
 subtest 'the limits are settings; 10,000 header fields get JSON with a 1 MiB head' => sub {
 	my $wide = start_queend(QUEEN_CONNECTION_MEMORY_BYTES => 1048576, QUEEN_MAX_HEADERS => 200,
 		QUEEN_MAX_URL_BYTES => 300);
-	my ($s, $b, $h) = $wide->raw(head('/health', fields(10000)));
-	is($s, 431, '10,000 header fields: 431');
-	is_json_error($b, $h, { error => 'too many request header fields', limit => 200 },
-		'10,000 fields');
-	($s) = $wide->raw(head('/health', fields(199)));
+	refused($wide, head('/health', fields(10000)), 431,
+		{ error => 'too many request header fields', limit => 200 }, '10,000 fields');
+	my ($s) = $wide->raw(head('/health', fields(199)));
 	is($s, 200, '200 header fields are served');
-	($s, $b, $h) = $wide->raw(head('/api/v1/resources/queues/' . ('a' x 300000)));
-	is($s, 414, 'a 300 KB URL: 414');
-	is_json_error($b, $h, { error => 'URL too long', limit => 300 }, '300 KB URL');
-	($s, $b) = $wide->get('/api/v1/resources/queues/' . ('a' x 200));
+	refused($wide, head('/api/v1/resources/queues/' . ('a' x 300000)), 414, url_too_long(300),
+		'a 300 KB URL');
+	($s) = $wide->get('/api/v1/resources/queues/' . ('a' x 200));
 	is($s, 404, 'a 226-byte URL is served (unknown queue)');
 };
 
 subtest 'past the connection memory libmicrohttpd answers itself, in the broker\'s JSON' => sub {
-	my ($s, $b, $h) = $q->raw(head('/health', fields(10000)));
-	is($s, 431, '10,000 header fields to a 64 KiB head: 431');
-	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
-		'10,000 fields past the memory');
-	($s, $b, $h) = $q->raw(head('/api/v1/resources/queues/' . ('a' x 100000)));
-	is($s, 414, 'a 100 KB URL: 414');
-	is_json_error($b, $h, { error => 'URL too long', limit => 8192 }, '100 KB URL');
-	($s, $b, $h) = $q->raw(head('/health', 'X-Big: ' . ('b' x 70000)));
-	is($s, 431, 'one 70 KB field: 431');
-	is_json_error($b, $h, { error => 'request header fields too large', limit => 16384 },
-		'70 KB field');
-	($s, $b, $h) = $q->raw("GET /health HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n");
-	is($s, 400, 'a field without a colon: 400');
-	is_json_error($b, $h, { error => 'bad request' }, 'malformed head');
-	($s) = $q->get('/health');
+	refused($q, head('/health', fields(10000)), 431, too_large(16384),
+		'10,000 fields past a 64 KiB memory');
+	refused($q, head('/api/v1/resources/queues/' . ('a' x 100000)), 414, url_too_long(8192),
+		'a 100 KB URL');
+	refused($q, head('/health', 'X-Big: ' . ('b' x 70000)), 431, too_large(16384),
+		'one 70 KB field');
+	refused($q, "GET /health HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400,
+		{ error => 'bad request' }, 'a field without a colon');
+	my ($s) = $q->get('/health');
 	is($s, 200, 'and the broker goes on serving');
 };
 
 subtest 'a small connection memory: every head past it still gets JSON' => sub {
-	my $small = start_queend(QUEEN_CONNECTION_MEMORY_BYTES => 16384, QUEEN_MAX_URL_BYTES => 2048,
-		QUEEN_MAX_HEADER_BYTES => 4096, QUEEN_MAX_HEADERS => 32, QUEEN_MAX_QUERY_PARAMS => 32);
-	my ($s, $b, $h) = $small->raw(head('/health', fields(400)));
-	is($s, 431, '400 header fields to a 16 KiB head: 431');
-	is_json_error($b, $h, { error => 'request header fields too large', limit => 4096 },
-		'400 fields');
-	($s, $b, $h) = $small->raw(head('/api/v1/resources/queues/' . ('a' x 20000)));
-	is($s, 414, 'a 20 KB URL: 414');
-	is_json_error($b, $h, { error => 'URL too long', limit => 2048 }, '20 KB URL');
-	($s) = $small->raw(head('/health', 'X-Within: ' . ('y' x 3000)));
+	refused($small, head('/health', fields(400)), 431, too_large(4096),
+		'400 header fields to a 16 KiB head');
+	refused($small, head('/api/v1/resources/queues/' . ('a' x 20000)), 414, url_too_long(2048),
+		'a 20 KB URL');
+	my ($s) = $small->raw(head('/health', 'X-Within: ' . ('y' x 3000)));
 	is($s, 200, 'a 3 KB field within the limits is served');
 };
 
