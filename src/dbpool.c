@@ -11,6 +11,7 @@
 #include "qassert.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -266,28 +267,21 @@ db_exec_err(struct dbconn *c, enum sql_id id, const char *const *params, PGresul
 	return db_exec_fmt(c, id, params, NULL, NULL, out, err);
 }
 
-enum qe
-db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params, const int *lengths,
-	    const int *formats, PGresult **out, PGresult **err)
+/* What a statement's result means: QE_OK with the result in *out, or QE_DB. A refusal is
+ * handed to the caller in *err when it asked for it (err not NULL), else logged and cleared;
+ * a lost server closes the connection (and marks the others presumed dead). */
+static enum qe
+settle(struct dbconn *c, const char *name, PGresult *res, PGresult **out, PGresult **err)
 {
-	const struct sql_stmt *s = sql_get(id);
-	PGresult *res;
-	ExecStatusType st;
+	ExecStatusType st = PQresultStatus(res);
 
-	*out = NULL;
-	if (err)
-		*err = NULL;
-	if (db_ensure(c) != QE_OK)
-		return QE_DB;
-	res = PQexecPrepared(c->pg, s->name, s->nparams, params, lengths, formats, 0);
-	st = PQresultStatus(res);
 	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
 		*out = res;
 		return QE_OK;
 	}
 	if (PQstatus(c->pg) != CONNECTION_OK || server_gone(res)) {
 		metrics_db_error();
-		log_warn("statement %s failed: %.*s", s->name,
+		log_warn("statement %s failed: %.*s", name,
 			 (int)strcspn(PQerrorMessage(c->pg), "\n"), PQerrorMessage(c->pg));
 		PQclear(res);
 		db_close(c);
@@ -302,13 +296,102 @@ db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params, const i
 		return QE_DB;
 	}
 	metrics_db_error();
-	log_warn("statement %s failed: %s (SQLSTATE %s)", s->name,
+	log_warn("statement %s failed: %s (SQLSTATE %s)", name,
 		 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?
 			 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : "no message",
 		 PQresultErrorField(res, PG_DIAG_SQLSTATE) ?
 			 PQresultErrorField(res, PG_DIAG_SQLSTATE) : "none");
 	PQclear(res);
 	return QE_DB;
+}
+
+enum qe
+db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params, const int *lengths,
+	    const int *formats, PGresult **out, PGresult **err)
+{
+	const struct sql_stmt *s = sql_get(id);
+
+	*out = NULL;
+	if (err)
+		*err = NULL;
+	if (db_ensure(c) != QE_OK)
+		return QE_DB;
+	return settle(c, s->name,
+		      PQexecPrepared(c->pg, s->name, s->nparams, params, lengths, formats, 0),
+		      out, err);
+}
+
+/* The result of a statement sent with PQsendQuery: the last one it gave, or its error. */
+static PGresult *
+sent_result(PGconn *pg)
+{
+	PGresult *last = NULL, *r;
+
+	while ((r = PQgetResult(pg)) != NULL) {
+		if (last && PQresultStatus(last) == PGRES_FATAL_ERROR) {
+			PQclear(r);
+			continue;
+		}
+		PQclear(last);
+		last = r;
+	}
+	return last;
+}
+
+/* One statement of db_exec_chunks, its result cleared unless wanted. */
+static enum qe
+chunk_step(struct dbconn *c, const char *name, const char *sql, PGresult **out)
+{
+	PGresult *res = NULL;
+	enum qe e = settle(c, name, PQexec(c->pg, sql), &res, NULL);
+
+	if (e == QE_OK && out)
+		*out = res;
+	else if (e == QE_OK)
+		PQclear(res);
+	return e;
+}
+
+enum qe
+db_exec_chunks(struct dbconn *c, enum sql_id id, int chunk,
+	       void (*fn)(void *arg, const PGresult *rows), void *arg)
+{
+	const struct sql_stmt *s = sql_get(id);
+	char fetch[64];
+	char *declare;
+	enum qe e;
+	int sent;
+
+	QASSERT(s->nparams == 0 && chunk > 0);
+	if (db_ensure(c) != QE_OK)
+		return QE_DB;
+	QASSERT(asprintf(&declare, "DECLARE queen_chunks NO SCROLL CURSOR FOR %s", s->text) > 0);
+	snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM queen_chunks", chunk);
+	/* Every row will be read: plan for all of them (hash joins over sequential scans), not
+	 * for the first tenth as a cursor is planned by default (index order, random reads). */
+	e = chunk_step(c, s->name, "BEGIN; SET LOCAL cursor_tuple_fraction = 1", NULL);
+	if (e == QE_OK)
+		e = chunk_step(c, s->name, declare, NULL);
+	free(declare);
+	sent = e == QE_OK && PQsendQuery(c->pg, fetch);
+	while (e == QE_OK) {
+		PGresult *rows = NULL;
+		int n;
+
+		if ((e = settle(c, s->name, sent ? sent_result(c->pg) : NULL, &rows, NULL)) != QE_OK)
+			break;
+		n = PQntuples(rows);
+		/* The server computes the next chunk while this one is handed over: the two
+		 * work side by side, not in turns. */
+		sent = n == chunk && PQsendQuery(c->pg, fetch);
+		if (n > 0)
+			fn(arg, rows);
+		PQclear(rows);
+		if (n < chunk)
+			return chunk_step(c, s->name, "COMMIT", NULL);
+	}
+	/* settle rolled back a refused step; a lost connection has no transaction left. */
+	return e;
 }
 
 enum qe

@@ -175,7 +175,7 @@ h_prometheus(struct req *r, struct wk *w)
 	prom(&sb, "index_group_slots", "gauge",
 	     "Consumer group cursors held by the partition index.", (unsigned long long)ig);
 	prom(&sb, "index_slot_blocks", "gauge",
-	     "Blocks of 4 cursor slots beyond the first of each partition.",
+	     "Blocks of 4 cursor slots beyond the first slot of each partition.",
 	     (unsigned long long)ib);
 	/* Refusals of authentication and protected mode, by reason (SPEC 17). */
 	uint64_t refused[AUTH_REFUSAL__COUNT];

@@ -239,22 +239,23 @@ group_known(void *arg, const char *queue, uint64_t gh)
 	       bsearch(key, k->pair, (size_t)k->n, sizeof(k->pair[0]), pair_cmp) != NULL;
 }
 
-/* Reloads every partition and cursor, and drops from the index what the database no longer
- * has; returns how many partitions advanced, or -1. */
-static int
-resync(struct dbconn *db)
+/* Rows of the index snapshot a FETCH brings at once: the broker holds one such chunk (about a
+ * MiB, which the socket buffers hold while the one before is loaded), not a million
+ * partitions' rows. */
+#define SNAPSHOT_CHUNK 5000
+
+struct snapshot_load {
+	struct pidx_sweep sw;
+	int advanced;
+};
+
+/* One chunk of the snapshot into the index; then the tables grow to the partitions known,
+ * so that a start-up load of a million does not walk ever longer bucket chains. */
+static void
+load_rows(void *arg, const PGresult *res)
 {
-	PGresult *res;
-	int advanced = 0;
-	struct pidx_sweep sw = pidx_sweep_begin();
-	struct known_groups known;
-	uint64_t t0;
-	long nq, np, ng, nb;
+	struct snapshot_load *ld = arg;
 
-	resync_subscriptions(db);
-
-	if (db_exec(db, SQL_INDEX_SNAPSHOT, NULL, &res) != QE_OK)
-		return -1;
 	for (int i = 0; i < PQntuples(res); i++) {
 		struct pidx_row row = {
 			.queue_id = PQgetvalue(res, i, 0), .queue = PQgetvalue(res, i, 1),
@@ -266,9 +267,26 @@ resync(struct dbconn *db)
 			.lease_until = PQgetisnull(res, i, 9) ? 0 : atoll(PQgetvalue(res, i, 9)),
 		};
 
-		advanced += pidx_sweep_row(&sw, &row);
+		ld->advanced += pidx_sweep_row(&ld->sw, &row);
 	}
-	PQclear(res);
+	pidx_fit();
+}
+
+/* Reloads every partition and cursor, and drops from the index what the database no longer
+ * has; returns how many partitions advanced, or -1. */
+static int
+resync(struct dbconn *db)
+{
+	PGresult *res;
+	struct snapshot_load ld = { .sw = pidx_sweep_begin() };
+	struct known_groups known;
+	uint64_t t0;
+	long nq, np, ng, nb;
+
+	resync_subscriptions(db);
+
+	if (db_exec_chunks(db, SQL_INDEX_SNAPSHOT, SNAPSHOT_CHUNK, load_rows, &ld) != QE_OK)
+		return -1;
 	/* After the snapshot: a group that got its stored start meanwhile is known too. */
 	if (db_exec(db, SQL_INDEX_GROUPS, NULL, &res) == QE_OK) {
 		known.n = PQntuples(res);
@@ -281,7 +299,7 @@ resync(struct dbconn *db)
 		PQclear(res);
 		qsort(known.pair, (size_t)known.n, sizeof(known.pair[0]), pair_cmp);
 		t0 = now_us();
-		pidx_sweep_end(&sw, group_known, &known);
+		pidx_sweep_end(&ld.sw, group_known, &known);
 		pidx_size(&nq, &np, &ng, &nb);
 		log_debug("index sweep: %lld us, %ld queues, %ld partitions, %ld group slots in "
 			  "%ld more blocks left", (long long)(now_us() - t0), nq, np, ng, nb);
@@ -290,7 +308,7 @@ resync(struct dbconn *db)
 	/* Configures on other brokers reach the encrypted-queue cache here too (after the
 	 * index: nothing waits on this one). */
 	pcrypt_refresh(db);
-	return advanced;
+	return ld.advanced;
 }
 
 /* Applies one notification payload "pid:log_end,..." or "*". Returns 1 when a resync is

@@ -31,21 +31,25 @@ struct gslot {
 	_Atomic int64_t lease_until;
 	_Atomic uint64_t stamp;		/* cursor_seq of the last live update */
 	_Atomic int implied;		/* no cursor row: committed is where the group would start */
-	_Atomic uint64_t seen;		/* last resync whose snapshot had its cursor row */
+	_Atomic uint32_t seen;		/* last resync whose snapshot had its cursor row (low bits) */
 };
 
-/* A partition's group slots: a chain of blocks, the first inside the partition node. A block
- * is appended (CAS on the tail's next) when a group finds every slot taken: readers walk the
- * chain without a lock, and any number of groups stays on the fast path. The slots of
- * deleted groups are taken by the next groups, and empty blocks at the end of the chain are
- * removed (trim_blocks): a closed block's next is GB_END, which ends a walk, and sends a
- * claim back to the head. */
+/* A partition's group slots: a chain of blocks, none until a group is seen there. The first
+ * holds one slot (most partitions are read by one group, and a million partitions are the
+ * index's bulk), each later one GSLOT_BLOCK. A block is appended (CAS on the head pointer or
+ * on the tail's next) when a group finds every slot taken: readers walk the chain without a
+ * lock, and any number of groups stays on the fast path. The slots of deleted groups are
+ * taken by the next groups, and empty blocks at the end of the chain are removed
+ * (trim_blocks; never the first): a closed block's next is GB_END, which ends a walk, and
+ * sends a claim back to the head. */
+#define GSLOT_FIRST 1
 #define GSLOT_BLOCK 4
 
 struct gblock {
-	struct gslot s[GSLOT_BLOCK];
 	struct gblock *_Atomic next;
 	struct rcu_head rcu;
+	int n;				/* slots in s */
+	struct gslot s[];
 };
 
 static struct gblock gb_end_mark;
@@ -62,17 +66,19 @@ gb_next(struct gblock *b)
 
 struct pq_queue;
 
+/* A partition: about 130 bytes with a short name and no group, so that a million fit in the
+ * broker's memory budget (the id is kept as its 16 bytes, the name inside the node). */
 struct pq_part {
 	struct cds_lfht_node by_name;
 	struct cds_lfht_node by_id;
 	struct rcu_head rcu;
-	char id[UUID_STR_LEN];
-	char *name;
 	struct pq_queue *q;
 	_Atomic int64_t log_end;
 	long born;			/* pidx_learned when it was added */
-	_Atomic uint64_t seen;		/* last resync whose snapshot had it */
-	struct gblock groups;
+	struct gblock *_Atomic groups;	/* NULL until a group is seen here */
+	_Atomic uint32_t seen;		/* last resync whose snapshot had it (low bits) */
+	uint8_t id[16];
+	char name[];
 };
 
 /* A queue's partitions. Writers (serialised by pidx_write_mu) append in place while there is
@@ -144,6 +150,21 @@ hash_pair(const char *a, const char *b)
 	uint64_t h = siphash24(pidx_key, a, strlen(a) + 1);
 
 	return h ^ (siphash24(pidx_key, b, strlen(b)) * 0x9e3779b97f4a7c15ULL);
+}
+
+/* The 16 bytes of a partition id and their hash; 0 when pid is not a UUID (no partition). */
+struct pid_key {
+	uint8_t b[16];
+	uint64_t h;
+};
+
+static int
+pid_key(const char *pid, struct pid_key *k)
+{
+	if (uuid_parse(pid, k->b) < 0)
+		return 0;
+	k->h = siphash24(pidx_key, k->b, sizeof(k->b));
+	return 1;
 }
 
 uint64_t
@@ -218,7 +239,7 @@ held_slots(struct gblock *b)
 {
 	long n = 0;
 
-	for (int i = 0; i < GSLOT_BLOCK; i++) {
+	for (int i = 0; i < b->n; i++) {
 		uint64_t gh = atomic_load(&b->s[i].gh);
 
 		n += gh != 0 && gh != GH_DYING;
@@ -230,8 +251,8 @@ held_slots(struct gblock *b)
 static void
 free_part(struct pq_part *p)
 {
-	struct gblock *b = gb_next(&p->groups);
-	long slots = held_slots(&p->groups);
+	struct gblock *first = atomic_load(&p->groups), *b = first;
+	long slots = 0;
 
 	for (struct gblock *c = b; c; c = gb_next(c))
 		slots += held_slots(c);
@@ -239,11 +260,11 @@ free_part(struct pq_part *p)
 	while (b) {
 		struct gblock *next = gb_next(b);
 
-		atomic_fetch_sub(&pidx_n_blocks, 1);
+		if (b != first)
+			atomic_fetch_sub(&pidx_n_blocks, 1);
 		free(b);
 		b = next;
 	}
-	free(p->name);
 	free(p);
 }
 
@@ -355,7 +376,7 @@ match_part(struct cds_lfht_node *node, const void *key)
 static int
 match_id(struct cds_lfht_node *node, const void *key)
 {
-	return strcmp(caa_container_of(node, struct pq_part, by_id)->id, key) == 0;
+	return memcmp(caa_container_of(node, struct pq_part, by_id)->id, key, 16) == 0;
 }
 
 /* Read side only. */
@@ -383,14 +404,22 @@ find_part(const char *queue, const char *name)
 }
 
 static struct pq_part *
-find_id(const char *id)
+find_key(const struct pid_key *k)
 {
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *n;
 
-	cds_lfht_lookup(ht_ids, hash_str(id), match_id, id, &it);
+	cds_lfht_lookup(ht_ids, k->h, match_id, k->b, &it);
 	n = cds_lfht_iter_get_node(&it);
 	return n ? caa_container_of(n, struct pq_part, by_id) : NULL;
+}
+
+static struct pq_part *
+find_id(const char *id)
+{
+	struct pid_key k;
+
+	return pid_key(id, &k) ? find_key(&k) : NULL;
 }
 
 int
@@ -402,7 +431,7 @@ pidx_lookup(const char *queue, const char *partition, char id[UUID_STR_LEN])
 	urcu_memb_read_lock();
 	p = find_part(queue, partition);
 	if (p) {
-		memcpy(id, p->id, UUID_STR_LEN);
+		uuid_format(p->id, id);
 		found = 1;
 	}
 	urcu_memb_read_unlock();
@@ -549,12 +578,12 @@ labels_differ(struct pq_queue *q, const char *ns, const char *task)
 
 static void
 learn(const char *queue_id, const char *queue, const char *ns, const char *task,
-      const char *pid, const char *partition, int64_t log_end, long as_of)
+      const struct pid_key *key, const char *partition, int64_t log_end, long as_of)
 {
 	struct pq_part *p;
 
 	urcu_memb_read_lock();
-	p = find_id(pid);
+	p = find_key(key);
 	if (p && !labels_differ(p->q, ns, task)) {
 		atomic_max(&p->log_end, log_end);
 		urcu_memb_read_unlock();
@@ -564,7 +593,7 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 
 	pthread_mutex_lock(&pidx_write_mu);
 	urcu_memb_read_lock();
-	p = find_id(pid);
+	p = find_key(key);
 	if (!p && as_of >= 0) {
 		struct pq_part *named = find_part(queue, partition);
 
@@ -581,19 +610,18 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 	if (!p) {
 		struct pq_queue *q = get_queue(queue_id, queue, ns, task);
 		struct pq_parts *old, *grown;
+		size_t nlen = strlen(partition) + 1;
 
 		drop_stale_name(q, queue, partition);
 		old = q->parts;
-		p = calloc(1, sizeof(*p));
+		p = calloc(1, sizeof(*p) + nlen);
 		QASSERT(p != NULL);
-		snprintf(p->id, sizeof(p->id), "%s", pid);
-		p->name = xstrdup(partition);
+		memcpy(p->id, key->b, sizeof(p->id));
+		memcpy(p->name, partition, nlen);
 		p->q = q;
 		p->born = atomic_fetch_add(&pidx_learned, 1) + 1;
 		atomic_store(&p->log_end, log_end);
-		for (int i = 0; i < GSLOT_BLOCK; i++)
-			atomic_store(&p->groups.s[i].committed, -1);
-		cds_lfht_add(ht_ids, hash_str(pid), &p->by_id);
+		cds_lfht_add(ht_ids, key->h, &p->by_id);
 		atomic_fetch_add(&pidx_n_parts, 1);
 		cds_lfht_add(ht_parts, hash_pair(queue, partition), &p->by_name);
 		size_t len = parts_len(old);
@@ -647,7 +675,10 @@ void
 pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 	   const char *pid, const char *partition, int64_t log_end)
 {
-	learn(queue_id, queue, ns, task, pid, partition, log_end, -1);
+	struct pid_key key;
+
+	if (pid_key(pid, &key))	/* else not a partition id: nothing PostgreSQL said */
+		learn(queue_id, queue, ns, task, &key, partition, log_end, -1);
 }
 
 void
@@ -673,19 +704,42 @@ pidx_log_end(const char *pid, int64_t log_end)
 	return rc;
 }
 
+/* A block of n slots, the first taken by gh. */
+static struct gblock *
+gb_new(int n, uint64_t gh)
+{
+	struct gblock *b = calloc(1, sizeof(*b) + (size_t)n * sizeof(b->s[0]));
+
+	QASSERT(b != NULL);
+	b->n = n;
+	for (int i = 0; i < n; i++)
+		atomic_store(&b->s[i].committed, -1);
+	atomic_store(&b->s[0].gh, gh);
+	return b;
+}
+
 static struct gslot *
 find_slot(struct pq_part *p, uint64_t gh, int claim)
 {
 	struct gblock *b;
 
-	for (b = &p->groups; b; b = gb_next(b))
-		for (int i = 0; i < GSLOT_BLOCK; i++)
+	for (b = atomic_load(&p->groups); b; b = gb_next(b))
+		for (int i = 0; i < b->n; i++)
 			if (atomic_load(&b->s[i].gh) == gh)
 				return &b->s[i];
 	if (!claim)
 		return NULL;
-	for (b = &p->groups;;) {
-		for (int i = 0; i < GSLOT_BLOCK; i++) {
+	while ((b = atomic_load(&p->groups)) == NULL) {
+		struct gblock *nb = gb_new(GSLOT_FIRST, gh), *none = NULL;
+
+		if (atomic_compare_exchange_strong(&p->groups, &none, nb)) {
+			atomic_fetch_add(&pidx_n_slots, 1);
+			return &nb->s[0];
+		}
+		free(nb);	/* another group came first: look in its block */
+	}
+	for (;;) {
+		for (int i = 0; i < b->n; i++) {
 			uint64_t seen = 0;
 
 			if (atomic_compare_exchange_strong(&b->s[i].gh, &seen, gh)) {
@@ -698,12 +752,8 @@ find_slot(struct pq_part *p, uint64_t gh, int claim)
 		struct gblock *next = atomic_load(&b->next);
 
 		if (!next) {
-			struct gblock *nb = calloc(1, sizeof(*nb));
+			struct gblock *nb = gb_new(GSLOT_BLOCK, gh);
 
-			QASSERT(nb != NULL);
-			for (int i = 0; i < GSLOT_BLOCK; i++)
-				atomic_store(&nb->s[i].committed, -1);
-			atomic_store(&nb->s[0].gh, gh);
 			if (atomic_compare_exchange_strong(&b->next, &next, nb)) {
 				atomic_fetch_add(&pidx_n_slots, 1);
 				atomic_fetch_add(&pidx_n_blocks, 1);
@@ -712,7 +762,7 @@ find_slot(struct pq_part *p, uint64_t gh, int claim)
 			free(nb);	/* another group appended first: look in its block */
 		}
 		/* A block being trimmed away sends the claim back to the head. */
-		b = next == GB_END ? &p->groups : next;
+		b = next == GB_END ? atomic_load(&p->groups) : next;
 	}
 }
 
@@ -774,8 +824,8 @@ pidx_forget_implied(uint64_t gh)
 	cds_lfht_for_each(ht_ids, &it, n) {
 		struct pq_part *p = caa_container_of(n, struct pq_part, by_id);
 
-		for (struct gblock *b = &p->groups; b; b = gb_next(b)) {
-			for (int i = 0; i < GSLOT_BLOCK; i++) {
+		for (struct gblock *b = atomic_load(&p->groups); b; b = gb_next(b)) {
+			for (int i = 0; i < b->n; i++) {
 				struct gslot *s = &b->s[i];
 				uint64_t sg = atomic_load(&s->gh);
 
@@ -924,8 +974,8 @@ struct dying {
 static void
 kill_slot(struct pq_part *p, uint64_t gh, struct dying *d)
 {
-	for (struct gblock *b = &p->groups; b; b = gb_next(b)) {
-		for (int i = 0; i < GSLOT_BLOCK; i++) {
+	for (struct gblock *b = atomic_load(&p->groups); b; b = gb_next(b)) {
+		for (int i = 0; i < b->n; i++) {
 			uint64_t want = gh;
 
 			if (!atomic_compare_exchange_strong(&b->s[i].gh, &want, GH_DYING))
@@ -948,31 +998,31 @@ free_block_rcu(struct rcu_head *h)
 	free(caa_container_of(h, struct gblock, rcu));
 }
 
-/* Removes the empty blocks at the end of p's chain (never the first, inside p). Under
- * pidx_write_mu, the only place blocks are removed. A block is closed by taking its four free
- * slots (0 -> GH_DYING) and then its next (NULL -> GB_END): a claim racing either wins first
+/* Removes the empty blocks at the end of p's chain (never the first). Under pidx_write_mu,
+ * the only place blocks are removed. A block is closed by taking its free slots
+ * (0 -> GH_DYING) and then its next (NULL -> GB_END): a claim racing either wins first
  * (the block stays) or finds it closed and starts again from the head; it is unlinked and
  * freed after a grace period, when no walk is left in it. */
 static void
 trim_blocks(struct pq_part *p)
 {
 	for (;;) {
-		struct gblock *prev = &p->groups, *last = gb_next(prev), *nil = NULL;
+		struct gblock *prev = atomic_load(&p->groups), *last, *nil = NULL;
 		int closed = 0;
 
-		if (!last)
+		if (!prev || !(last = gb_next(prev)))
 			return;
 		while (gb_next(last)) {
 			prev = last;
 			last = gb_next(last);
 		}
-		for (; closed < GSLOT_BLOCK; closed++) {
+		for (; closed < last->n; closed++) {
 			uint64_t free_gh = 0;
 
 			if (!atomic_compare_exchange_strong(&last->s[closed].gh, &free_gh, GH_DYING))
 				break;
 		}
-		if (closed < GSLOT_BLOCK || !atomic_compare_exchange_strong(&last->next, &nil,
+		if (closed < last->n || !atomic_compare_exchange_strong(&last->next, &nil,
 									    GB_END)) {
 			while (closed > 0)
 				atomic_store(&last->s[--closed].gh, 0);
@@ -1054,28 +1104,29 @@ pidx_sweep_row(const struct pidx_sweep *sw, const struct pidx_row *row)
 {
 	int buried = pidx_sweep_buried(row->queue, row->group), advanced, slot_made = 0;
 	struct pq_part *p;
+	struct pid_key key;
 
-	if (buried & BURIED_QUEUE)
+	if ((buried & BURIED_QUEUE) || !pid_key(row->pid, &key))
 		return 0;
 	urcu_memb_read_lock();
-	p = find_id(row->pid);
+	p = find_key(&key);
 	advanced = !p || atomic_max(&p->log_end, row->log_end);
 	if (!p || labels_differ(p->q, row->ns, row->task)) {
 		/* New, or its queue relabelled by a configure: under the write lock. */
 		urcu_memb_read_unlock();
-		learn(row->queue_id, row->queue, row->ns, row->task, row->pid, row->partition,
+		learn(row->queue_id, row->queue, row->ns, row->task, &key, row->partition,
 		      row->log_end, sw->born);
 		urcu_memb_read_lock();
-		p = find_id(row->pid);
+		p = find_key(&key);
 	}
 	if (p) {
-		atomic_store(&p->seen, sw->gen);
+		atomic_store(&p->seen, (uint32_t)sw->gen);
 		if (row->group && !(buried & BURIED_GROUP)) {
 			struct gslot *s = find_slot(p, pidx_group_hash(row->group), 1);
 
 			if (s) {
 				slot_set(s, row->committed, row->lease_until, 0, sw->mark, 0);
-				atomic_store(&s->seen, sw->gen);
+				atomic_store(&s->seen, (uint32_t)sw->gen);
 				slot_made = 1;
 			}
 		}
@@ -1096,12 +1147,12 @@ sweep_slots(const struct pidx_sweep *sw, struct pq_part *p,
 	    int (*group_known)(void *arg, const char *queue, uint64_t gh), void *arg,
 	    struct dying *d)
 {
-	for (struct gblock *b = &p->groups; b; b = gb_next(b)) {
-		for (int i = 0; i < GSLOT_BLOCK; i++) {
+	for (struct gblock *b = atomic_load(&p->groups); b; b = gb_next(b)) {
+		for (int i = 0; i < b->n; i++) {
 			struct gslot *s = &b->s[i];
 			uint64_t gh = atomic_load(&s->gh);
 
-			if (gh == 0 || gh == GH_DYING || atomic_load(&s->seen) == sw->gen ||
+			if (gh == 0 || gh == GH_DYING || atomic_load(&s->seen) == (uint32_t)sw->gen ||
 			    atomic_load(&s->stamp) > sw->mark || group_known(arg, p->q->name, gh))
 				continue;
 			kill_slot(p, gh, d);
@@ -1135,7 +1186,7 @@ pidx_sweep_end(const struct pidx_sweep *sw,
 			struct pq_part *p = parts->p[i];
 
 			/* Added after the snapshot's query began: too new to be in it. */
-			drop[i] = atomic_load(&p->seen) != sw->gen && p->born <= sw->born;
+			drop[i] = atomic_load(&p->seen) != (uint32_t)sw->gen && p->born <= sw->born;
 			gone += drop[i];
 			if (!drop[i])
 				sweep_slots(sw, p, group_known, arg, &d);
@@ -1222,7 +1273,7 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 		if (!p) {
 			n = -1;
 		} else if ((np = pending(p, gh, now, &block)) > 0) {
-			memcpy(ids[n], p->id, UUID_STR_LEN);
+			uuid_format(p->id, ids[n]);
 			if (backlog)
 				backlog[n] = np;
 			n++;
@@ -1252,7 +1303,7 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 				struct pq_part *p = parts->p[(start + i) % len];
 
 				if ((np = pending(p, gh, now, &block)) > 0) {
-					memcpy(ids[n], p->id, UUID_STR_LEN);
+					uuid_format(p->id, ids[n]);
 					if (backlog)
 						backlog[n] = np;
 					n++;

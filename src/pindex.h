@@ -71,8 +71,8 @@ void pidx_forget_group(const char *queue, uint64_t group_hash);
  * called by the maintenance thread, outside any read-side critical section. */
 void pidx_fit(void);
 
-/* What the index holds now: queues, partitions, group slots in use, and blocks of slots
- * beyond the first of each partition (which holds 4). */
+/* What the index holds now: queues, partitions, group slots in use, and blocks of 4 slots
+ * beyond the first block of each partition (which holds one slot). */
 void pidx_size(long *queues, long *partitions, long *group_slots, long *slot_blocks);
 
 /* A resync against a database snapshot, so that the index follows what exists (queues

@@ -12,7 +12,7 @@ static pthread_mutex_t uuid_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t uuid_last_ms;
 static uint32_t uuid_seq;
 
-static void
+void
 uuid_format(const uint8_t b[16], char out[UUID_STR_LEN])
 {
 	static const char hex[] = "0123456789abcdef";
@@ -99,4 +99,36 @@ uuid_valid(const char *s)
 		}
 	}
 	return 1;
+}
+
+static int
+hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int
+uuid_parse(const char *s, uint8_t out[16])
+{
+	int o = 0, hi, lo;
+
+	/* One pass: a short text ends at its NUL, which is no hex digit. */
+	for (int i = 0; i < 36;) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i++] != '-')
+				return -1;
+			continue;
+		}
+		if ((hi = hex_value(s[i])) < 0 || (lo = hex_value(s[i + 1])) < 0)
+			return -1;
+		out[o++] = (uint8_t)(hi << 4 | lo);
+		i += 2;
+	}
+	return s[36] == '\0' ? 0 : -1;
 }

@@ -13,5 +13,9 @@ void uuid_v7(char out[UUID_STR_LEN]);
 void uuid_v7_at(char out[UUID_STR_LEN], uint64_t unix_ms);
 /* 1 when s is a canonical UUID text (any version), else 0. */
 int uuid_valid(const char *s);
+/* The 16 bytes of a canonical UUID text (either case): 0, or -1 when s is not one. */
+int uuid_parse(const char *s, uint8_t out[16]);
+/* The canonical lowercase text of 16 bytes. */
+void uuid_format(const uint8_t b[16], char out[UUID_STR_LEN]);
 
 #endif

@@ -135,9 +135,9 @@ subtest 'a partition read by many groups gives back its blocks of slots' => sub 
 	push_parts($A, 'wide', 1, 'w');
 	is(drain($A, 'wide', "w$_"), 1, "group w$_ reads it") for 1 .. 12;
 	my $ix = index_of($A);
-	is($ix->{slotBlocks}, 2, '12 groups on one partition: 2 blocks past the first 4 slots');
-	$ix = index_until($B, sub { ($_[0]{slotBlocks} // 0) == 2 });
-	is($ix->{slotBlocks}, 2, 'B too, from its resync');
+	is($ix->{slotBlocks}, 3, '12 groups on one partition: 3 blocks of 4 past the first slot');
+	$ix = index_until($B, sub { ($_[0]{slotBlocks} // 0) == 3 });
+	is($ix->{slotBlocks}, 3, 'B too, from its resync');
 	for my $g (1 .. 12) {
 		my ($s) = $A->del("/api/v1/consumer-groups/w$g");
 		die "delete w$g: $s\n" unless $s == 200;
