@@ -354,7 +354,7 @@ chunk_step(struct dbconn *c, const char *name, const char *sql, PGresult **out)
 
 enum qe
 db_exec_chunks(struct dbconn *c, enum sql_id id, int chunk,
-	       void (*fn)(void *arg, const PGresult *rows), void *arg)
+	       int (*fn)(void *arg, const PGresult *rows), void *arg)
 {
 	const struct sql_stmt *s = sql_get(id);
 	char fetch[64];
@@ -384,8 +384,14 @@ db_exec_chunks(struct dbconn *c, enum sql_id id, int chunk,
 		/* The server computes the next chunk while this one is handed over: the two
 		 * work side by side, not in turns. */
 		sent = n == chunk && PQsendQuery(c->pg, fetch);
-		if (n > 0)
-			fn(arg, rows);
+		if (n > 0 && !fn(arg, rows)) {
+			/* The caller has seen enough (the broker is stopping). */
+			PQclear(rows);
+			if (sent)
+				PQclear(sent_result(c->pg));
+			chunk_step(c, s->name, "ROLLBACK", NULL);
+			return QE_SHUTDOWN;
+		}
 		PQclear(rows);
 		if (n < chunk)
 			return chunk_step(c, s->name, "COMMIT", NULL);

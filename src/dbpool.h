@@ -46,10 +46,10 @@ enum qe db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params
 /* Runs catalogued statement id (no parameters) through a cursor in a transaction of its own
  * and calls fn with each chunk of up to chunk rows as it comes: the broker holds one chunk
  * at a time, not the whole result, and each FETCH is a statement of its own under the
- * statement timeout. QE_OK once every row was seen; on QE_DB (logged) fn may have seen only
- * the first chunks. */
+ * statement timeout. fn returns 1 to go on, 0 to stop there (QE_SHUTDOWN). QE_OK once every
+ * row was seen; on QE_DB (logged) fn may have seen only the first chunks. */
 enum qe db_exec_chunks(struct dbconn *c, enum sql_id id, int chunk,
-		       void (*fn)(void *arg, const PGresult *rows), void *arg);
+		       int (*fn)(void *arg, const PGresult *rows), void *arg);
 
 /* The libpq connection, or NULL when down (for LISTEN and PQsocket). */
 PGconn *db_pg(struct dbconn *c);

@@ -129,7 +129,6 @@ shutdown_all(void)
 	http_stop();
 	auth_stop();
 	pcrypt_stop();
-	pidx_destroy();
 	pidx_thread_offline();
 	om_destroy();
 }
@@ -210,7 +209,6 @@ main(int argc, char **argv)
 		pg = wait_for_database(&stop);
 		if (!pg) {
 			auth_stop();
-			pidx_destroy();
 			pidx_thread_offline();
 			om_destroy();
 			conf_free(&qconf);
@@ -226,7 +224,6 @@ main(int argc, char **argv)
 		PQfinish(pg);
 		log_error("cannot bring the database schema up to date; stopping");
 		auth_stop();
-		pidx_destroy();
 		pidx_thread_offline();
 		om_destroy();
 		conf_free(&qconf);

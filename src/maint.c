@@ -250,8 +250,9 @@ struct snapshot_load {
 };
 
 /* One chunk of the snapshot into the index; then the tables grow to the partitions known,
- * so that a start-up load of a million does not walk ever longer bucket chains. */
-static void
+ * so that a start-up load of a million does not walk ever longer bucket chains. A broker
+ * that is stopping stops here: the rest of a reload is of no use to it. */
+static int
 load_rows(void *arg, const PGresult *res)
 {
 	struct snapshot_load *ld = arg;
@@ -270,6 +271,7 @@ load_rows(void *arg, const PGresult *res)
 		ld->advanced += pidx_sweep_row(&ld->sw, &row);
 	}
 	pidx_fit();
+	return !atomic_load(&maint_exit);
 }
 
 /* Reloads every partition and cursor, and drops from the index what the database no longer
@@ -387,16 +389,36 @@ poll_timeout_ms(void)
 	return t < 1 ? 1 : (int)t;
 }
 
+/* When the next reload may run, after one that took `took` ms: a timed one after
+ * QUEEN_INDEX_RESYNC_MS, or 20 times what it took when that is longer; one asked for by a
+ * notification of an unknown partition after 4 times. Reloading a large index (a million
+ * partitions take a few seconds) then costs at most a twentieth of this thread's time and
+ * of the database connection when timed, a fifth when other brokers keep creating
+ * partitions; a small one is reloaded as configured. */
+struct resync_clock {
+	int64_t next, next_asked;
+	int asked;
+};
+
+static void
+resync_ran(struct resync_clock *rc, int64_t took)
+{
+	int64_t now = now_ms();
+
+	rc->next = now + (20 * took > qconf.index_resync_ms ? 20 * took : qconf.index_resync_ms);
+	rc->next_asked = now + 4 * took;
+	rc->asked = 0;
+}
+
 static void *
 maint_main(void *arg)
 {
-	int64_t next_resync = now_ms() + qconf.index_resync_ms;
+	struct resync_clock rc = { .next = now_ms() + qconf.index_resync_ms };
 
 	pidx_thread_online();
 	while (!atomic_load(&maint_exit)) {
 		PGconn *pg;
 		struct pollfd pfd[2];
-		int need_resync = 0;
 		PGnotify *n;
 		uint64_t count;
 
@@ -427,7 +449,7 @@ maint_main(void *arg)
 		}
 		while ((n = PQnotifies(pg)) != NULL) {
 			if (!db_is_own_backend(n->be_pid) && n->be_pid != PQbackendPID(pg))
-				need_resync |= apply_notify(n->extra);
+				rc.asked |= apply_notify(n->extra);
 			PQfreemem(n);
 		}
 		pidx_fit();
@@ -437,10 +459,12 @@ maint_main(void *arg)
 			t->run(maint_db);
 			t->next_ms = now_ms() + t->interval_ms();
 		}
-		if (need_resync || now_ms() >= next_resync) {
+		if ((rc.asked && now_ms() >= rc.next_asked) || now_ms() >= rc.next) {
+			int64_t t0 = now_ms();
+
 			if (resync(maint_db) > 0)
 				lp_wake_all();
-			next_resync = now_ms() + qconf.index_resync_ms;
+			resync_ran(&rc, now_ms() - t0);
 		}
 	}
 	pidx_thread_offline();

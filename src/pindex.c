@@ -297,62 +297,6 @@ free_parts_rcu(struct rcu_head *h)
 	free(caa_container_of(h, struct pq_parts, rcu));
 }
 
-/* Takes every node out of a table and, n not NULL, collects their owners (node - off) into
- * a new array of *n: freed only after cds_lfht_destroy, which waits for a resize the
- * deletions may have started (liburcu shrinks a table as it empties, in a thread of its own
- * that still walks the nodes). */
-static void **
-unlink_all(struct cds_lfht *ht, size_t off, size_t *n)
-{
-	struct cds_lfht_iter it;
-	struct cds_lfht_node *node;
-	void **v = NULL;
-	size_t cap = 0;
-
-	if (n)
-		*n = 0;
-	urcu_memb_read_lock();
-	cds_lfht_for_each(ht, &it, node) {
-		cds_lfht_del(ht, node);
-		if (!n)
-			continue;
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 64;
-			v = realloc(v, cap * sizeof(v[0]));
-			QASSERT(v != NULL);
-		}
-		v[(*n)++] = (char *)node - off;
-	}
-	urcu_memb_read_unlock();
-	return v;
-}
-
-/* Tears everything down; called once at exit with no reader left. */
-void
-pidx_destroy(void)
-{
-	size_t np, nq;
-	void **parts, **queues;
-
-	urcu_memb_barrier();
-	parts = unlink_all(ht_ids, offsetof(struct pq_part, by_id), &np);
-	unlink_all(ht_parts, 0, NULL);	/* the same partitions, by name */
-	queues = unlink_all(ht_queues, offsetof(struct pq_queue, node), &nq);
-	cds_lfht_destroy(ht_ids, NULL);
-	cds_lfht_destroy(ht_parts, NULL);
-	cds_lfht_destroy(ht_queues, NULL);
-	for (size_t i = 0; i < np; i++)
-		free_part(parts[i]);
-	for (size_t i = 0; i < nq; i++)
-		free_queue(queues[i]);
-	free(parts);
-	free(queues);
-	free(tombs);
-	tombs = NULL;
-	tomb_cap = 0;
-	atomic_store(&tomb_n, 0);
-}
-
 static int
 match_queue(struct cds_lfht_node *node, const void *key)
 {
