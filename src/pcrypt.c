@@ -7,6 +7,7 @@
 #include "pcrypt.h"
 #include "b64.h"
 #include "conf.h"
+#include "hex.h"
 #include "dbpool.h"
 #include "jscan.h"
 #include "log.h"
@@ -100,18 +101,12 @@ static char **set_names;
 static size_t set_n;
 static _Atomic size_t set_count;
 
-static int
-hexval(int c)
-{
-	return isdigit(c) ? c - '0' : tolower(c) - 'a' + 10;
-}
-
 static void
 parse_key(const char *hex, unsigned char *out)
 {
 	for (int i = 0; i < KEY_LEN; i++)
-		out[i] = (unsigned char)(hexval((unsigned char)hex[2 * i]) * 16 +
-					 hexval((unsigned char)hex[2 * i + 1]));
+		out[i] = (unsigned char)(hex_digit((unsigned char)hex[2 * i]) * 16 +
+					 hex_digit((unsigned char)hex[2 * i + 1]));
 }
 
 void

@@ -20,6 +20,7 @@
 #include "h_timers.h"
 #include "h_txn.h"
 #include "http.h"
+#include "hex.h"
 #include "qassert.h"
 
 #include <stdlib.h>
@@ -114,18 +115,6 @@ static const struct route routes[] = {
 	  NULL },
 };
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 char *
 route_pct_decode(const char *s, size_t n, size_t *outlen)
 {
@@ -134,8 +123,8 @@ route_pct_decode(const char *s, size_t n, size_t *outlen)
 	QASSERT(out != NULL);
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] == '%' && i + 2 < n &&
-		    hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-			*o++ = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+		    hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+			*o++ = (char)(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]));
 			i += 2;
 		} else {
 			*o++ = s[i];

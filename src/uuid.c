@@ -1,6 +1,7 @@
 /* uuid: UUIDv7 = 48 bits of unix milliseconds, version 7, 12 bits of sequence, variant, 62 random
  * bits. A process-wide counter in the sequence bits keeps ids monotonic inside a millisecond. */
 #include "uuid.h"
+#include "hex.h"
 #include "qassert.h"
 
 #include <openssl/rand.h>
@@ -101,18 +102,6 @@ uuid_valid(const char *s)
 	return 1;
 }
 
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int
 uuid_parse(const char *s, uint8_t out[16])
 {
@@ -125,7 +114,7 @@ uuid_parse(const char *s, uint8_t out[16])
 				return -1;
 			continue;
 		}
-		if ((hi = hex_value(s[i])) < 0 || (lo = hex_value(s[i + 1])) < 0)
+		if ((hi = hex_digit(s[i])) < 0 || (lo = hex_digit(s[i + 1])) < 0)
 			return -1;
 		out[o++] = (uint8_t)(hi << 4 | lo);
 		i += 2;
