@@ -1,0 +1,71 @@
+#!/usr/bin/perl
+# The partition index is loaded at start-up, and reloaded, in chunks of 5,000 rows of the
+# snapshot (issue 7, a million partitions in the broker's memory): every partition and every
+# group's cursor comes through whatever the chunk boundaries, 10,000 rows (two whole chunks,
+# the FETCH after them empty) as well as 12,345. A broker started on that database knows them
+# all before it answers, and serves pops of every partition and group from them.
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Test::More;
+use QueenTest;
+
+start_pg();
+my $A = start_queend();
+
+sub index_of {
+	my ($q) = @_;
+	my ($s, $m) = $q->get('/metrics');
+	return ref $m eq 'HASH' && ref $m->{index} eq 'HASH' ? $m->{index} : {};
+}
+# $n partitions of $queue, one message each, in pushes of 1,000.
+sub fill {
+	my ($q, $queue, $n) = @_;
+	for (my $i = 0; $i < $n; $i += 1000) {
+		my $top = $i + 1000 < $n ? $i + 1000 : $n;
+		my ($s, $b) = $q->push_items(map { +{ queue => $queue, partition => "p$_",
+			payload => { i => $_ } } } $i + 1 .. $top);
+		die "push to $queue: $s\n" unless $s == 201 && !grep { $_->{status} ne 'queued' } @$b;
+	}
+}
+# Pops with autopilot and acks until the group has nothing left or has $most; returns how
+# many it got.
+sub drain {
+	my ($q, $queue, $group, $most) = @_;
+	my $got = 0;
+	while ($got < $most) {
+		my ($s, $b) = $q->pop($queue, consumerGroup => $group,
+			batch => $most - $got < 100 ? $most - $got : 100, autopilot => 'true',
+			subscriptionMode => 'all');
+		last unless $s == 200;
+		$got += @{ $b->{messages} };
+		$q->ack_all($b);
+	}
+	return $got;
+}
+
+fill($A, 'load-even', 10000);
+is($A->stop, 0, 'a broker pushed 10,000 partitions, one message each, and stopped');
+
+# The snapshot's 10,000 rows are two whole chunks: the FETCH after them comes back empty.
+my $B = start_queend();
+my $ix = index_of($B);
+is($ix->{partitions}, 10000, 'a broker started on the database holds all 10,000');
+my ($s, $b) = $B->pop('load-even', partition => 'p10000', batch => 10);
+is($s, 200, 'and serves the last of them');
+is_deeply([ map { $_->{data}{i} } @{ $b->{messages} } ], [10000], 'with its message');
+
+fill($B, 'load-odd', 2345);
+is(drain($B, 'load-odd', 'g1', 1000), 1000, 'group g1 reads 1,000 partitions of another queue');
+is($B->stop, 0, 'the broker stops');
+
+# 12,345 partitions, 1,000 of them with a cursor: two whole chunks and a part.
+my $C = start_queend();
+$ix = index_of($C);
+is($ix->{queues}, 2, 'the next broker holds both queues');
+is($ix->{partitions}, 12345, 'all 12,345 partitions');
+is($ix->{groupSlots}, 1001, "the 1,000 cursors of g1, and queue mode's on the one it popped");
+is(drain($C, 'load-odd', 'g1', 5000), 1345, 'g1 goes on where it was: the 1,345 it had not read');
+
+done_testing();
