@@ -69,7 +69,8 @@ void pidx_forget_queue(const char *queue);
  * period: not on a hot path. */
 void pidx_forget_group(const char *queue, uint64_t group_hash);
 /* Grows the partition tables to the partitions known (one bucket each, a power of two):
- * called by the maintenance thread, outside any read-side critical section. */
+ * called by one thread at a time (the start-up load, then the maintenance thread), outside
+ * any read-side critical section. */
 void pidx_fit(void);
 
 /* What the index holds now: queues, partitions, group slots in use, and blocks of 4 slots
