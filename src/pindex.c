@@ -66,17 +66,18 @@ gb_next(struct gblock *b)
 
 struct pq_queue;
 
-/* A partition: about 130 bytes with a short name and no group, so that a million fit in the
- * broker's memory budget (the id is kept as its 16 bytes, the name inside the node). */
+/* A partition: 96 bytes and its name, 112 with malloc's rounding for a name of up to 8
+ * bytes, so that a million fit in the broker's memory budget (the id is kept as its 16
+ * bytes, the name inside the node, resync generations in 32 bits). */
 struct pq_part {
 	struct cds_lfht_node by_name;
 	struct cds_lfht_node by_id;
 	struct rcu_head rcu;
 	struct pq_queue *q;
 	_Atomic int64_t log_end;
-	long born;			/* pidx_learned when it was added */
 	struct gblock *_Atomic groups;	/* NULL until a group is seen here */
 	_Atomic uint32_t seen;		/* last resync whose snapshot had it (low bits) */
+	uint32_t born;			/* the resync under way or last begun when it was added */
 	uint8_t id[16];
 	char name[];
 };
@@ -115,7 +116,6 @@ struct pq_queue {
 static struct cds_lfht *ht_queues, *ht_parts, *ht_ids;
 static pthread_mutex_t pidx_write_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t pidx_key[16];
-static _Atomic long pidx_learned;
 /* What the index holds now, for /metrics. */
 static _Atomic long pidx_n_queues, pidx_n_parts, pidx_n_slots, pidx_n_blocks;
 /* Resyncs begun so far; the current one is numbered sweep_gen. */
@@ -508,10 +508,14 @@ drop_stale_name(struct pq_queue *q, const char *queue, const char *partition)
 	free(drop);
 }
 
-/* pidx_learn; as_of >= 0: the row comes from a snapshot whose query began when pidx_learned
- * was as_of, and is left out when a partition of the same name was learned since then (a
- * queue created again after the snapshot) or this broker deleted its queue since: it must
- * not bring the old incarnation back. */
+/* 1 when a partition born in resync generation `born` was added since resync `gen` began
+ * (generations compared in 32 bits, modulo their wrap). */
+static int
+born_since(uint32_t born, uint64_t gen)
+{
+	return (int32_t)(born - (uint32_t)gen) >= 0;
+}
+
 /* Whether labels given (ns and task not NULL) differ from q's. In a read-side section. */
 static int
 labels_differ(struct pq_queue *q, const char *ns, const char *task)
@@ -520,9 +524,13 @@ labels_differ(struct pq_queue *q, const char *ns, const char *task)
 			      strcmp(rcu_dereference(q->task), task) != 0);
 }
 
+/* pidx_learn; as_of > 0: the row comes from the snapshot of resync as_of, and is left out
+ * when a partition of the same name was learned since that resync began (a queue created
+ * again after the snapshot) or this broker deleted its queue since: it must not bring the
+ * old incarnation back. */
 static void
 learn(const char *queue_id, const char *queue, const char *ns, const char *task,
-      const struct pid_key *key, const char *partition, int64_t log_end, long as_of)
+      const struct pid_key *key, const char *partition, int64_t log_end, uint64_t as_of)
 {
 	struct pq_part *p;
 
@@ -538,13 +546,13 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 	pthread_mutex_lock(&pidx_write_mu);
 	urcu_memb_read_lock();
 	p = find_key(key);
-	if (!p && as_of >= 0) {
+	if (!p && as_of > 0) {
 		struct pq_part *named = find_part(queue, partition);
 
 		/* The tombstone is asked under the write lock, which a delete takes only after
 		 * laying it: the delete has either been seen here or comes after, and then takes
 		 * this partition out with the others. */
-		if ((named && named->born > as_of) ||
+		if ((named && born_since(named->born, as_of)) ||
 		    (pidx_sweep_buried(queue, NULL) & BURIED_QUEUE)) {
 			urcu_memb_read_unlock();
 			pthread_mutex_unlock(&pidx_write_mu);
@@ -563,7 +571,7 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 		memcpy(p->id, key->b, sizeof(p->id));
 		memcpy(p->name, partition, nlen);
 		p->q = q;
-		p->born = atomic_fetch_add(&pidx_learned, 1) + 1;
+		p->born = (uint32_t)atomic_load(&sweep_gen);
 		atomic_store(&p->log_end, log_end);
 		cds_lfht_add(ht_ids, key->h, &p->by_id);
 		atomic_fetch_add(&pidx_n_parts, 1);
@@ -622,7 +630,7 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 	struct pid_key key;
 
 	if (pid_key(pid, &key))	/* else not a partition id: nothing PostgreSQL said */
-		learn(queue_id, queue, ns, task, &key, partition, log_end, -1);
+		learn(queue_id, queue, ns, task, &key, partition, log_end, 0);
 }
 
 void
@@ -1038,7 +1046,6 @@ pidx_sweep_begin(void)
 
 	sw.gen = atomic_fetch_add(&sweep_gen, 1) + 1;
 	clear_tombs(sw.gen);
-	sw.born = atomic_load(&pidx_learned);
 	sw.mark = atomic_load(&cursor_seq);
 	return sw;
 }
@@ -1059,7 +1066,7 @@ pidx_sweep_row(const struct pidx_sweep *sw, const struct pidx_row *row)
 		/* New, or its queue relabelled by a configure: under the write lock. */
 		urcu_memb_read_unlock();
 		learn(row->queue_id, row->queue, row->ns, row->task, &key, row->partition,
-		      row->log_end, sw->born);
+		      row->log_end, sw->gen);
 		urcu_memb_read_lock();
 		p = find_key(&key);
 	}
@@ -1130,7 +1137,8 @@ pidx_sweep_end(const struct pidx_sweep *sw,
 			struct pq_part *p = parts->p[i];
 
 			/* Added after the snapshot's query began: too new to be in it. */
-			drop[i] = atomic_load(&p->seen) != (uint32_t)sw->gen && p->born <= sw->born;
+			drop[i] = atomic_load(&p->seen) != (uint32_t)sw->gen &&
+				  !born_since(p->born, sw->gen);
 			gone += drop[i];
 			if (!drop[i])
 				sweep_slots(sw, p, group_known, arg, &d);

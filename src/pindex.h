@@ -86,7 +86,6 @@ void pidx_size(long *queues, long *partitions, long *group_slots, long *slot_blo
  * by one thread at a time. */
 struct pidx_sweep {
 	uint64_t gen, mark;
-	long born;
 };
 /* A row of the snapshot: a partition, and one group's cursor on it (group NULL: none). */
 struct pidx_row {
