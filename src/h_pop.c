@@ -152,13 +152,13 @@ h_pop_prepare(struct req *r)
  * a message or two each give wide pops, a few deep partitions narrow ones: every partition
  * claimed costs a row lock and a lease. */
 static int64_t
-autopilot_width(const int64_t *backlog, int n, int64_t batch)
+autopilot_width(const struct pidx_cand *c, int n, int64_t batch)
 {
 	int64_t sum = 0;
 	int w = 0;
 
 	while (w < n && w < 64 && sum < batch)
-		sum += backlog[w++];
+		sum += c[w++].backlog;
 	return w < 1 ? 1 : w;
 }
 
@@ -272,11 +272,10 @@ static enum qe
 pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *had_candidates,
 	 int64_t *recheck_wall)
 {
-	char (*cands)[UUID_STR_LEN] = NULL;
-	int64_t *backlog = NULL;
+	struct pidx_cand *cands = NULL;
 	struct strbuf cand_sb;
 	char lease_id[UUID_STR_LEN], batch[24], width[24], lease_s[24];
-	int n = -1;
+	int n = -1, held = 0;
 	int64_t parts = j->partitions;
 	int autop = j->autopilot && !j->partitions_sent;
 	uint64_t mark;
@@ -295,19 +294,16 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 				: (most * 4 < 8 ? 8 : most * 4));
 
 		cands = malloc(sizeof(*cands) * (size_t)max);
-		backlog = malloc(sizeof(*backlog) * (size_t)max);
-		QASSERT(cands != NULL && backlog != NULL);
-		n = pidx_candidates(j->queue, j->partition, j->gh, cands, backlog, max,
-				    recheck_wall);
+		QASSERT(cands != NULL);
+		n = pidx_candidates(j->queue, j->partition, j->gh, cands, max, recheck_wall);
 		j->unknown = n < 0;
 		if (n == 0) {
 			*had_candidates = 0;
 			free(cands);
-			free(backlog);
 			return QE_OK;
 		}
 		if (autop && n > 0)
-			parts = autopilot_width(backlog, n, j->batch);
+			parts = autopilot_width(cands, n, j->batch);
 		/* Offer SQL a quarter more partitions than it may claim (at least 7 more):
 		 * some will be taken by other pops meanwhile (SKIP LOCKED), though
 		 * concurrent pops are handed disjoint ranges. Every candidate costs SQL two
@@ -317,16 +313,22 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 
 			if (offer > n)
 				offer = n;
+			/* The group holds a cursor on each of the first candidates, as many as
+			 * the pop may claim, as last seen: SQL tries the claim of cursors that
+			 * exist alone first, a statement of half the cost of the one that also
+			 * writes first cursors. */
+			held = 1;
 			sb_addc(&cand_sb, '{');
 			for (int i = 0; i < offer; i++) {
 				if (i)
 					sb_addc(&cand_sb, ',');
-				sb_adds(&cand_sb, cands[i]);
+				sb_adds(&cand_sb, cands[i].id);
+				if (i < parts)
+					held &= cands[i].held;
 			}
 			sb_addc(&cand_sb, '}');
 		}
 		free(cands);
-		free(backlog);
 	} else if (autop) {
 		parts = 1;
 	}
@@ -334,10 +336,11 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 	snprintf(batch, sizeof(batch), "%lld", (long long)j->batch);
 	snprintf(width, sizeof(width), "%lld", (long long)parts);
 	snprintf(lease_s, sizeof(lease_s), "%lld", (long long)j->lease_seconds);
-	const char *params[13] = {
+	const char *params[14] = {
 		j->queue, j->partition, j->ns, j->task, j->group, batch, width,
 		j->lease_given ? lease_s : NULL, j->auto_ack ? "true" : "false", j->sub_mode,
 		j->sub_from[0] ? j->sub_from : NULL, lease_id, n > 0 ? cand_sb.buf : NULL,
+		held ? "true" : "false",
 	};
 	/* What the rows say of cursors is as old as the query: an ack landing meanwhile wins. */
 	mark = pidx_cursor_mark();

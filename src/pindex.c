@@ -1186,15 +1186,17 @@ pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions, int
 
 /* How many offsets the group has to read on p as last seen (0 = nothing, or only a live lease
  * stands in the way: then *lease_block is its expiry). A group never seen here counts the
- * whole log: SQL decides where its cursor starts. */
+ * whole log: SQL decides where its cursor starts. *held: the group has a cursor row here, as
+ * last seen (not only the start its subscription implies). */
 static int64_t
-pending(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block)
+pending(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block, int *held)
 {
 	int64_t end = atomic_load(&p->log_end), committed;
 	struct gslot *s = find_slot(p, gh, 0);
 	int64_t until;
 
 	*lease_block = 0;
+	*held = s && !atomic_load(&s->implied);
 	if (end < 0)
 		return 0;
 	if (!s)
@@ -1210,11 +1212,30 @@ pending(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block)
 	return end - (committed < -1 ? -1 : committed);
 }
 
-int
-pidx_candidates(const char *queue, const char *partition, uint64_t gh,
-		char (*ids)[UUID_STR_LEN], int64_t *backlog, int max, int64_t *recheck)
+/* Adds p to the candidates (out has room) when the group has something to read there; else
+ * notes when its lease lapses. */
+static void
+offer(struct pq_part *p, uint64_t gh, int64_t now, struct pidx_cand *out, int *n,
+      int64_t *recheck)
 {
-	int64_t now = wall_now_ms(), block, np;
+	int held;
+	int64_t block, np = pending(p, gh, now, &block, &held);
+
+	if (np > 0) {
+		uuid_format(p->id, out[*n].id);
+		out[*n].backlog = np;
+		out[*n].held = held;
+		(*n)++;
+	} else if (block && (*recheck == 0 || block < *recheck)) {
+		*recheck = block;
+	}
+}
+
+int
+pidx_candidates(const char *queue, const char *partition, uint64_t gh, struct pidx_cand *out,
+		int max, int64_t *recheck)
+{
+	int64_t now = wall_now_ms();
 	int n = 0;
 
 	*recheck = 0;
@@ -1222,16 +1243,10 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 	if (partition) {
 		struct pq_part *p = find_part(queue, partition);
 
-		if (!p) {
+		if (p)
+			offer(p, gh, now, out, &n, recheck);
+		else
 			n = -1;
-		} else if ((np = pending(p, gh, now, &block)) > 0) {
-			uuid_format(p->id, ids[n]);
-			if (backlog)
-				backlog[n] = np;
-			n++;
-		} else {
-			*recheck = block;
-		}
 	} else {
 		struct pq_queue *q = find_queue(queue);
 		struct pq_parts *parts = q ? rcu_dereference(q->parts) : NULL;
@@ -1243,26 +1258,21 @@ pidx_candidates(const char *queue, const char *partition, uint64_t gh,
 		} else {
 			/* Concurrent pops start max apart, so that their candidate lists do not
 			 * overlap where the queue has enough ready partitions: two pops offered
-			 * the same partitions only skip each other's claims. */
-			size_t start = atomic_fetch_add(&q->rotor, (unsigned)max) % len;
+			 * the same partitions only skip each other's claims. Each lap of the
+			 * rotor starts one further on, so that every partition comes first in
+			 * turn: a step that shares a factor with len (8 over 10 partitions)
+			 * would otherwise start only at every other one, and a pop of one
+			 * partition would reach the rest only past locked claims. */
+			unsigned r = atomic_fetch_add(&q->rotor, (unsigned)max);
+			size_t start = ((size_t)r + (size_t)r / len) % len;
 
 			/* The recheck time of a cut scan is unknown (0): a pop that then
 			 * gets nothing from SQL looks again soon rather than at a lease the
 			 * scan happened to see. */
 			size_t i;
 
-			for (i = 0; i < len && n < max; i++) {
-				struct pq_part *p = parts->p[(start + i) % len];
-
-				if ((np = pending(p, gh, now, &block)) > 0) {
-					uuid_format(p->id, ids[n]);
-					if (backlog)
-						backlog[n] = np;
-					n++;
-				} else if (block && (*recheck == 0 || block < *recheck)) {
-					*recheck = block;
-				}
-			}
+			for (i = 0; i < len && n < max; i++)
+				offer(parts->p[(start + i) % len], gh, now, out, &n, recheck);
 			if (i < len)
 				*recheck = 0;
 		}

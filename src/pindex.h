@@ -113,11 +113,14 @@ void pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions
  * Returns their number (up to max), or -1 when the queue (or named partition) is unknown to
  * the index and SQL must look for itself. *recheck is set to the earliest wall time (ms) at
  * which a partition skipped for its lease becomes claimable, or 0. The scan stops at max
- * candidates: a pop over 100,000 partitions reads a few hundred of them, not all. backlog
- * (NULL = not wanted) receives, per candidate, how many
- * offsets the group has to read there as last seen (the whole log for a group the index has
- * not seen on it). Consecutive calls start max partitions apart. */
+ * candidates: a pop over 100,000 partitions reads a few hundred of them, not all.
+ * Consecutive calls start max partitions apart. */
+struct pidx_cand {
+	char id[UUID_STR_LEN];
+	int64_t backlog;	/* offsets the group has to read there as last seen (the whole
+				 * log for a group the index has not seen on it) */
+	int held;		/* the group has a cursor row there, as last seen */
+};
 int pidx_candidates(const char *queue, const char *partition, uint64_t group_hash,
-		    char (*ids)[UUID_STR_LEN], int64_t *backlog, int max, int64_t *recheck);
-
+		    struct pidx_cand *out, int max, int64_t *recheck);
 #endif

@@ -21,7 +21,7 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"attempt, committed, log_end, "
 		"(extract(epoch FROM lease_expires_at) * 1000)::bigint, producer_sub "
 		"FROM queen_pop($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::bool, $10, "
-		"$11::timestamptz, $12::uuid, $13::uuid[])", 13 },
+		"$11::timestamptz, $12::uuid, $13::uuid[], $14::bool)", 14 },
 	[SQL_ACK] = { "ack",
 		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed "
 		"FROM queen_ack($1::text[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], "

@@ -264,4 +264,49 @@ subtest 'first contact claimed in the pop itself: leases, retries, autoAck, raci
 	is(cursors('racers'), 300, 'one cursor row per partition');
 };
 
+subtest 'pops of one partition each come to every partition in turn' => sub {
+	# Ten partitions, a pop of one partition at a time that holds no lease: the index offers
+	# candidates from a rotating start, and SQL claims the first. A start that moved by a
+	# step sharing a factor with the partition count came only to every other partition.
+	for my $p (0 .. 9) {
+		$q->push_n('turns', 3, partition => "t$p", prefix => "t$p");
+	}
+	my %served;
+	for (1 .. 10) {
+		my ($s, $b) = $q->pop('turns', batch => 1, autoAck => 'true', consumerGroup => 'tn',
+			subscriptionMode => 'all');
+		$served{ $b->{partition} }++ if $s == 200;
+	}
+	cmp_ok(scalar keys %served, '>=', 8, 'ten pops served at least eight of ten partitions')
+		or diag(explain \%served);
+};
+
+subtest 'cursors that vanish under the index: the pop finds out and meets them again' => sub {
+	# The index has seen the group's cursor on every partition, so the pop tries the claim
+	# of cursors that exist alone; they are gone (a delete on another broker), and the pop
+	# goes on to first contact rather than answering 204.
+	push_spread('gone', 5, 'g', tag => 'a');
+	my ($s, $b) = $q->pop('gone', batch => 5, partitions => 5, consumerGroup => 'gz',
+		subscriptionMode => 'all');
+	is(scalar @{ $b->{messages} }, 5, 'first pop: the message of each partition');
+	my ($as) = $q->ack_all($b);
+	is($as, 200, 'acked');
+	is(cursors('gz'), 5, 'five cursors');
+	push_spread('gone', 5, 'g', tag => 'b');
+	$pg->psql("DELETE FROM queen_cursors WHERE group_name = 'gz'");
+	($s, $b) = $q->pop('gone', batch => 10, partitions => 5, consumerGroup => 'gz');
+	is($s, 200, 'the next pop still delivers');
+	is(scalar @{ $b->{messages} }, 10, 'from the start its subscription implies: all ten');
+	is(scalar(grep { $_->{deliveryAttempt} != 1 || $_->{offset} > 1 } @{ $b->{messages} }), 0,
+		'offsets 0 and 1 of each partition, first deliveries');
+
+	# A lease taken by another consumer is skipped on the claim of existing cursors too.
+	($as) = $q->ack_all($b);
+	push_spread('gone', 5, 'g', tag => 'c');
+	my ($s1, $b1) = $q->pop('gone', batch => 1, consumerGroup => 'gz');
+	my ($s2, $b2) = $q->pop('gone', batch => 1, consumerGroup => 'gz');
+	is("$s1 $s2", '200 200', 'two pops of one partition each');
+	isnt($b1->{partition}, $b2->{partition}, 'on two partitions: the first is leased');
+};
+
 done_testing;
