@@ -357,8 +357,14 @@ wake_after(PGresult *res)
 	}
 }
 
-/* The end of the run of items from i on that name the lease and partition item i names: one
- * span of the offset map. An item failed before SQL ends it. */
+static int
+same_group(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The end of the run of items from i on that name the lease, partition and group item i
+ * names: one span of the offset map, one cursor. An item failed before SQL ends it. */
 static size_t
 span_end(const struct ack_job *j, size_t i)
 {
@@ -366,7 +372,8 @@ span_end(const struct ack_job *j, size_t i)
 	size_t k = i + 1;
 
 	while (k < j->n && !j->items[k].fail && j->items[k].lease &&
-	       strcmp(j->items[k].lease, a->lease) == 0 && strcmp(j->items[k].pid, a->pid) == 0)
+	       strcmp(j->items[k].lease, a->lease) == 0 && strcmp(j->items[k].pid, a->pid) == 0 &&
+	       same_group(j->items[k].group, a->group))
 		k++;
 	return k;
 }
@@ -418,13 +425,72 @@ forget_acked(const struct ack_job *j, const char **txns)
 	}
 }
 
+/* The arrays of queen_ack: one element per item bound for SQL (group, partition, txn,
+ * status, lease, error). */
+static void
+item_arrays(const struct ack_job *j, struct strbuf *sb)
+{
+	size_t sent = 0;
+
+	for (size_t i = 0; i < j->n; i++) {
+		const struct ack_item *it = &j->items[i];
+
+		if (it->fail)
+			continue;
+		for (int k = 0; sent && k < 6; k++)
+			sb_addc(&sb[k], ',');
+		sb_add_pgelem(&sb[0], it->group);
+		sb_add_pgelem(&sb[1], it->pid);
+		sb_add_pgelem(&sb[2], it->txn);
+		sb_add_pgelem(&sb[3], it->status);
+		sb_add_pgelem(&sb[4], it->lease);
+		sb_add_pgelem(&sb[5], it->error);
+		sent++;
+	}
+}
+
+/* The arrays of queen_ack_known: one element per run of items of one (partition, group,
+ * lease) (group, partition, lease, lowest and highest offset, items), then every item's
+ * txn. */
+static void
+run_arrays(const struct ack_job *j, const int64_t *offs, struct strbuf *sb)
+{
+	size_t runs = 0;
+
+	for (size_t i = 0, end; i < j->n; i = end) {
+		const struct ack_item *it = &j->items[i];
+		int64_t lo = offs[i], hi = offs[i];
+
+		if (it->fail) {
+			end = i + 1;
+			continue;
+		}
+		end = span_end(j, i);
+		for (size_t k = i; k < end; k++) {
+			lo = offs[k] < lo ? offs[k] : lo;
+			hi = offs[k] > hi ? offs[k] : hi;
+			if (sb[6].len > 1)
+				sb_addc(&sb[6], ',');
+			sb_add_pgelem(&sb[6], j->items[k].txn);
+		}
+		for (int k = 0; runs && k < 6; k++)
+			sb_addc(&sb[k], ',');
+		sb_add_pgelem(&sb[0], it->group);
+		sb_add_pgelem(&sb[1], it->pid);
+		sb_add_pgelem(&sb[2], it->lease);
+		sb_add_i64(&sb[3], lo);
+		sb_add_i64(&sb[4], hi);
+		sb_add_i64(&sb[5], (int64_t)(end - i));
+		runs++;
+	}
+}
+
 enum qe
 h_ack_run(struct req *r, struct wk *w)
 {
 	struct ack_job *j = r->job;
-	/* group, partition, txn, status, lease, error, offset */
 	struct strbuf sb[7];
-	const char *params[6];
+	const char *params[7];
 	PGresult *res;
 	size_t sent = 0;
 	uint64_t ok = 0, nack = 0, dlq = 0;
@@ -439,36 +505,17 @@ h_ack_run(struct req *r, struct wk *w)
 		sb_init(&sb[k]);
 		sb_addc(&sb[k], '{');
 	}
-	for (size_t i = 0; i < j->n; i++) {
-		struct ack_item *it = &j->items[i];
-
-		if (it->fail)
-			continue;
-		for (int k = 0; sent && k < 7; k++)
-			sb_addc(&sb[k], ',');
-		sb_add_pgelem(&sb[0], it->group);
-		sb_add_pgelem(&sb[1], it->pid);
-		sb_add_pgelem(&sb[2], it->txn);
-		sb_add_pgelem(&sb[3], it->status);
-		sb_add_pgelem(&sb[4], it->lease);
-		sb_add_pgelem(&sb[5], it->error);
-		if (known)
-			sb_add_i64(&sb[6], offs[i]);
-		sent++;
-	}
-	for (int k = 0; k < 7; k++)
+	for (size_t i = 0; i < j->n; i++)
+		sent += !j->items[i].fail;
+	/* Every item a completed ack of what this broker delivered: one keyed update per
+	 * (partition, group), no segment read, a row per run. */
+	if (known)
+		run_arrays(j, offs, sb);
+	else
+		item_arrays(j, sb);
+	for (int k = 0; k < 7; k++) {
 		sb_addc(&sb[k], '}');
-	if (known) {
-		/* Every item is a completed ack of what this broker delivered: one keyed update
-		 * per (partition, group), no segment read. */
-		params[0] = sb[0].buf;
-		params[1] = sb[1].buf;
-		params[2] = sb[2].buf;
-		params[3] = sb[4].buf;
-		params[4] = sb[6].buf;
-	} else {
-		for (int k = 0; k < 6; k++)
-			params[k] = sb[k].buf;
+		params[k] = sb[k].buf;
 	}
 	if (sent) {
 		e = db_exec(w->db, known ? SQL_ACK_KNOWN : SQL_ACK, params, &res);
@@ -484,16 +531,25 @@ h_ack_run(struct req *r, struct wk *w)
 					map[s++] = i;
 			for (int row = 0; row < PQntuples(res); row++) {
 				size_t idx = (size_t)atol(PQgetvalue(res, row, 0));
+				size_t n = (size_t)atol(PQgetvalue(res, row, 8));
 				struct ack_item *it;
 
-				QASSERT(idx < sent);
-				it = &j->items[map[idx]];
-				it->success = PQgetvalue(res, row, 1)[0] == 't';
-				if (!PQgetisnull(res, row, 2))
-					it->err = strdup(PQgetvalue(res, row, 2));
-				it->released = PQgetvalue(res, row, 3)[0] == 't';
-				it->dlq = PQgetvalue(res, row, 4)[0] == 't';
-				it->noop = PQgetvalue(res, row, 5)[0] == 't';
+				/* A row answers n items from idx on (a run of queen_ack_known). */
+				QASSERT(n >= 1 && idx < sent && n <= sent - idx);
+				for (size_t t = 0; t < n; t++) {
+					it = &j->items[map[idx + t]];
+					it->success = PQgetvalue(res, row, 1)[0] == 't';
+					if (!PQgetisnull(res, row, 2))
+						it->err = strdup(PQgetvalue(res, row, 2));
+					it->released = PQgetvalue(res, row, 3)[0] == 't';
+					it->dlq = PQgetvalue(res, row, 4)[0] == 't';
+					it->noop = PQgetvalue(res, row, 5)[0] == 't';
+					if (it->success && it->status[0] == 'c')
+						ok++;
+					else if (it->success)
+						nack++;
+					dlq += it->dlq;
+				}
 				/* Rows of one partition come together and say the same of
 				 * its cursor: tell the index once per partition. */
 				if (!PQgetisnull(res, row, 6) && !PQgetisnull(res, row, 7) &&
@@ -508,11 +564,6 @@ h_ack_run(struct req *r, struct wk *w)
 					pidx_cursor(last_pid, pidx_group_hash(it->group),
 						    atoll(last_cmt), it->released ? 0 : -1);
 				}
-				if (it->success && it->status[0] == 'c')
-					ok++;
-				else if (it->success)
-					nack++;
-				dlq += it->dlq;
 			}
 			free(map);
 			forget_acked(j, txns);

@@ -23,13 +23,13 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"FROM queen_pop($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::bool, $10, "
 		"$11::timestamptz, $12::uuid, $13::uuid[], $14::bool)", 14 },
 	[SQL_ACK] = { "ack",
-		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed "
+		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed, 1 "
 		"FROM queen_ack($1::text[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], "
 		"$6::text[])", 6 },
 	[SQL_ACK_KNOWN] = { "ack_known",
-		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed "
-		"FROM queen_ack_known($1::text[], $2::uuid[], $3::text[], $4::uuid[], $5::bigint[])",
-		5 },
+		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed, n "
+		"FROM queen_ack_known($1::text[], $2::uuid[], $3::uuid[], $4::bigint[], "
+		"$5::bigint[], $6::int[], $7::text[])", 7 },
 	[SQL_EXTEND] = { "extend",
 		"SELECT renewed, to_char(expires_at AT TIME ZONE 'UTC', "
 		"'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM queen_extend($1::uuid, $2::int)", 2 },

@@ -262,43 +262,51 @@ BEGIN
 END
 $$;
 
--- Ack of items whose offsets the broker already knows (p_off, from src/offmap.c: what its own
--- pop delivered under that lease, read from segments that never change).  The broker calls it
--- only when every item is 'completed' and names its lease and offset.  Then the commit is one
--- keyed UPDATE per (partition, group), all of them in one statement, that takes the new
--- committed offset only where the lease is still live and held by that id (so the span is the
--- one the pop delivered) and the offsets lie inside it (above committed, at most batch_end):
--- nothing is read from the segments.  The cursors are locked in (partition, group) order
+-- Ack of items whose offsets the broker already knows (from src/offmap.c: what its own pop
+-- delivered under that lease, read from segments that never change).  The broker calls it
+-- only when every item is 'completed' and names its lease and offset, and sends the items as
+-- runs: run k is p_count[k] consecutive items of one (partition, group, lease) whose offsets
+-- lie in p_lo[k] .. p_hi[k]; p_txn holds every item's transactionId, in order.  Then the
+-- commit is one keyed UPDATE per (partition, group), all of them in one statement, that takes
+-- the new committed offset only where the lease is still live and held by that id (so the
+-- span is the one the pop delivered) and the offsets lie inside it (above committed, at most
+-- batch_end): nothing is read from the segments, and a run is answered by one row (n = its
+-- items) however many messages it acks.  The cursors are locked in (partition, group) order
 -- first, as queen_ack locks them.  Items whose cursor did not take the update (an expired or
--- foreign lease, a re-ack) go through queen_ack, which gives them their verdicts.
-CREATE FUNCTION queen_ack_known(p_group text[], p_pid uuid[], p_txn text[], p_lease uuid[],
-				p_off bigint[])
+-- foreign lease, a re-ack) go through queen_ack, which gives them their verdicts one row each.
+CREATE FUNCTION queen_ack_known(p_group text[], p_pid uuid[], p_lease uuid[], p_lo bigint[],
+				p_hi bigint[], p_count int[], p_txn text[])
 RETURNS TABLE (idx int, success bool, error text, lease_released bool, dlq bool, noop bool,
-	       partition_id uuid, committed bigint)
+	       partition_id uuid, committed bigint, n int)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-	v_n bigint;
-	v_rest int[];
+	v_runs bigint;
+	v_o int[];
+	v_g text[];
+	v_pid uuid[];
+	v_txn text[];
+	v_lease uuid[];
 BEGIN
-	IF coalesce(cardinality(p_txn), 0) = 0 THEN
+	IF coalesce(cardinality(p_pid), 0) = 0 THEN
 		RETURN;
 	END IF;
 
 	RETURN QUERY
-	WITH it AS (
-		SELECT u.o, coalesce(u.g, '__QUEUE_MODE__') AS g, u.pid, u.lease, u.off
-		FROM unnest(p_group, p_pid, p_lease, p_off) WITH ORDINALITY
-			AS u (g, pid, lease, off, o)
-		WHERE u.off IS NOT NULL AND u.lease IS NOT NULL
+	WITH sp AS (
+		-- Each run, with the index of its first item (0-based).
+		SELECT u.k, u.g, u.pid, u.lease, u.lo, u.hi, u.cnt,
+		       (sum(u.cnt) OVER (ORDER BY u.k) - u.cnt)::int AS first
+		FROM unnest(p_group, p_pid, p_lease, p_lo, p_hi, p_count) WITH ORDINALITY
+			AS u (g, pid, lease, lo, hi, cnt, k)
 	), x AS (
-		SELECT it.pid, it.g, (array_agg(it.lease))[1] AS lease, min(it.off) AS lo,
-		       max(it.off) AS hi
-		FROM it
+		SELECT sp.pid, coalesce(sp.g, '__QUEUE_MODE__') AS g,
+		       (array_agg(sp.lease))[1] AS lease, min(sp.lo) AS lo, max(sp.hi) AS hi
+		FROM sp
 		GROUP BY 1, 2
-		HAVING count(DISTINCT it.lease) = 1
+		HAVING count(DISTINCT sp.lease) = 1
 	), lk AS MATERIALIZED (
-		-- Each locked row carries its item's span on, and the ctid of the row version
+		-- Each locked row carries its run's span on, and the ctid of the row version
 		-- locked: the update below finds it by that, not by a second probe and a join
 		-- back to x (one row expected of each side: a nested loop, n x n comparisons).
 		SELECT x.*, c.ctid AS lid
@@ -327,29 +335,33 @@ BEGIN
 		RETURNING c.partition_id AS pid, c.group_name AS g, c.committed AS cm,
 			  c.batch_end IS NULL AS rel
 	)
-	SELECT (it.o - 1)::int, true, NULL::text, up.rel, false, false, it.pid, up.cm
-	FROM it JOIN up ON up.pid = it.pid AND up.g = it.g
-	ORDER BY it.o;
-	GET DIAGNOSTICS v_n = ROW_COUNT;
-	IF v_n = cardinality(p_txn) THEN
+	SELECT sp.first, true, NULL::text, up.rel, false, false, sp.pid, up.cm, sp.cnt
+	FROM sp JOIN up ON up.pid = sp.pid AND up.g = coalesce(sp.g, '__QUEUE_MODE__')
+	ORDER BY sp.k;
+	GET DIAGNOSTICS v_runs = ROW_COUNT;
+	IF v_runs = cardinality(p_pid) THEN
 		RETURN;
 	END IF;
 
-	-- The rest: every item whose cursor this transaction did not write.
-	SELECT array_agg(u.o::int ORDER BY u.o) INTO v_rest
-	FROM unnest(p_group, p_pid) WITH ORDINALITY AS u (g, pid, o)
+	-- The rest: every item of a run whose cursor this transaction did not write.
+	SELECT array_agg(r.first + i ORDER BY r.first + i), array_agg(r.g ORDER BY r.first + i),
+	       array_agg(r.pid ORDER BY r.first + i),
+	       array_agg(p_txn[r.first + i] ORDER BY r.first + i),
+	       array_agg(r.lease ORDER BY r.first + i)
+	INTO v_o, v_g, v_pid, v_txn, v_lease
+	FROM (SELECT u.g, u.pid, u.lease, u.cnt,
+		     (sum(u.cnt) OVER (ORDER BY u.k) - u.cnt)::int AS first
+	      FROM unnest(p_group, p_pid, p_lease, p_count) WITH ORDINALITY
+		AS u (g, pid, lease, cnt, k)) r
+	CROSS JOIN generate_series(1, r.cnt) AS i
 	WHERE NOT EXISTS (SELECT 1 FROM queen_cursors c
-			  WHERE c.partition_id = u.pid
-			    AND c.group_name = coalesce(u.g, '__QUEUE_MODE__')
+			  WHERE c.partition_id = r.pid
+			    AND c.group_name = coalesce(r.g, '__QUEUE_MODE__')
 			    AND c.xmin = pg_current_xact_id()::xid);
 	RETURN QUERY
-	SELECT v_rest[a.idx + 1] - 1, a.success, a.error, a.lease_released, a.dlq, a.noop,
-	       a.partition_id, a.committed
-	FROM queen_ack((SELECT array_agg(p_group[i] ORDER BY i) FROM unnest(v_rest) AS i),
-		       (SELECT array_agg(p_pid[i] ORDER BY i) FROM unnest(v_rest) AS i),
-		       (SELECT array_agg(p_txn[i] ORDER BY i) FROM unnest(v_rest) AS i),
-		       (SELECT array_agg('completed'::text) FROM unnest(v_rest) AS i),
-		       (SELECT array_agg(p_lease[i] ORDER BY i) FROM unnest(v_rest) AS i),
-		       (SELECT array_agg(NULL::text) FROM unnest(v_rest) AS i)) a;
+	SELECT v_o[a.idx + 1] - 1, a.success, a.error, a.lease_released, a.dlq, a.noop,
+	       a.partition_id, a.committed, 1
+	FROM queen_ack(v_g, v_pid, v_txn, array_fill('completed'::text, ARRAY[cardinality(v_o)]),
+		       v_lease, array_fill(NULL::text, ARRAY[cardinality(v_o)])) a;
 END
 $$;
