@@ -9,10 +9,10 @@
 # Starts PostgreSQL (fsync=off, synchronous_commit=off, shared_buffers=1GB, loopback, a free
 # port) in a temp dir, starts the broker on it, waits for GET /health, runs queen-bench with
 # --url, --pg (same server, for the baseline), --queend-pid (the broker's CPU and RSS from
-# /proc) and --restart-cmd (a script that restarts the broker the same way and prints its new
-# pid), --pg-cmd (a script that stops PostgreSQL at once or starts it, for the outage phase),
-# and stops everything on exit.  A default run takes about ten minutes; --quick about
-# two.  Every rate is printed with its ratio to the raw INSERT baseline of the same run, and
+# /proc), --pg-data (the database's CPU from /proc), --restart-cmd (a script that restarts
+# the broker the same way and prints its new pid), --pg-cmd (a script that stops PostgreSQL
+# at once or starts it, for the outage phase), and stops everything on exit.  A default run
+# takes about ten minutes; --quick about two.  Every rate is printed with its ratio to the raw INSERT baseline of the same run, and
 # the figures the issue targets name theirs, e.g. "(target >= 1.0x)".
 #
 # The broker runs retention rounds every BENCH_RETENTION_INTERVAL ms, so that the retention
@@ -173,7 +173,8 @@ echo "bench.sh: PostgreSQL on 127.0.0.1:$pgport, queend pid $qpid on 127.0.0.1:$
 set +e
 "$QUEEN_BENCH" --url "http://127.0.0.1:$qport" \
 	--pg "host=127.0.0.1 port=$pgport user=postgres dbname=postgres" \
-	--queend-pid "$qpid" --restart-cmd "$tmp/restart-queend" --pg-cmd "$tmp/pg-ctl" "$@"
+	--queend-pid "$qpid" --pg-data "$tmp/data" --restart-cmd "$tmp/restart-queend" \
+	--pg-cmd "$tmp/pg-ctl" "$@"
 rc=$?
 set -e
 restarted=

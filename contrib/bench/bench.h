@@ -34,6 +34,7 @@ struct bench_opt {
 	char port[16];
 	const char *pg;
 	long queend_pid;
+	const char *pg_data;		/* --pg-data: the database's CPU from /proc */
 	const char *restart_cmd;	/* restarts the broker, prints its new pid (--scale) */
 	const char *pg_cmd;	/* `CMD stop` / `CMD start` stop and start PostgreSQL (outage) */
 	double outage_seconds;
@@ -242,20 +243,25 @@ void fail_http(struct failures *f, const struct http_resp *r);
 
 /* The broker's CPU seconds (utime + stime of /proc/<pid>/stat), or -1 when unreadable. */
 double proc_cpu_seconds(long pid);
+/* The CPU seconds of the PostgreSQL server of --pg-data: its postmaster, every process it
+ * started that still runs, and those it has reaped; -1 when unreadable. */
+double pg_cpu_seconds(void);
 /* A "Vm...:" line of /proc/<pid>/status in KiB (VmRSS, VmHWM), or -1. */
 long proc_status_kib(long pid, const char *field);
 
 /*
  * Broker CPU over a stretch of a phase: cpu_mark before, cpu_per_msg after; the figure is
- * microseconds of broker CPU per message, or -1 without --queend-pid.
+ * microseconds of broker CPU per message, or -1 without --queend-pid. figure_cpu prints the
+ * database's beside it with --pg-data.
  */
 struct cpu_mark {
-	double broker, t;
+	double broker, db, t;
 };
 
 void cpu_mark(struct cpu_mark *m);
 double cpu_us_per_msg(const struct cpu_mark *m, long messages);
-/* Prints "<label>: N us/msg" with its target, or a line saying why it was not measured. */
+/* Prints "<label>: N us/msg" with its target, or a line saying why it was not measured; then,
+ * with --pg-data, the database's CPU per message under the label's "broker" made "database". */
 void figure_cpu(const char *label, const struct cpu_mark *m, long messages, const char *target);
 
 /* ---------------------------------------------------------------- push.c */

@@ -108,6 +108,8 @@ static void usage(FILE *out)
 		"  --url URL            queend base URL (default http://127.0.0.1:6632)\n"
 		"  --pg CONNINFO        libpq conninfo of the same PostgreSQL, for the baseline\n"
 		"  --queend-pid N       read the broker's CPU time and RSS from /proc\n"
+		"  --pg-data DIR        the data directory of the same PostgreSQL: its CPU time\n"
+		"                       from /proc, printed beside the broker's\n"
 		"  --restart-cmd CMD    shell command that restarts the broker and prints its new pid\n"
 		"                       (the scale phase; bench.sh passes one)\n"
 		"  --duration SECONDS   length of each baseline and push phase and of the retention\n"
@@ -203,6 +205,7 @@ int main(int argc, char **argv)
 		{ "url", required_argument, NULL, 'u' },
 		{ "pg", required_argument, NULL, 'p' },
 		{ "queend-pid", required_argument, NULL, 'P' },
+		{ "pg-data", required_argument, NULL, 'B' },
 		{ "restart-cmd", required_argument, NULL, 'R' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "steady", required_argument, NULL, 'S' },
@@ -239,6 +242,9 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			opt.queend_pid = parse_long(optarg, "--queend-pid", 1);
+			break;
+		case 'B':
+			opt.pg_data = optarg;
 			break;
 		case 'R':
 			opt.restart_cmd = optarg;
