@@ -16,6 +16,109 @@
 CREATE FUNCTION queen_cursor_lock_class() RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 515176 $$;
 
+-- The claim of the group's cursors that exist among p_cand (in that order, SKIP LOCKED, the
+-- conditions rechecked on the locked row version), their leases under p_lease (or the commit
+-- when p_auto), and the slices of the segments the leases cover: queen_pop's rows.  A pop in
+-- the steady state is this alone; the pop that had to look further claims its partitions
+-- (locked already, by the same transaction) through it too.  p_group is never NULL here, and
+-- p_queue only when the candidates were chosen among the queues of a discovery route.
+CREATE FUNCTION queen_pop_held(p_queue text, p_partition text, p_group text, p_batch int,
+			       p_width int, p_lease_seconds int, p_auto bool, p_lease uuid,
+			       p_cand uuid[])
+RETURNS TABLE (partition_id uuid, partition_name text, queue_name text, off bigint,
+	       message_id uuid, txn_id text, trace_id text, payload text, created_at timestamptz,
+	       attempt int, committed bigint, log_end bigint, lease_expires_at timestamptz,
+	       producer_sub text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+	RETURN QUERY
+	WITH cl AS (
+		SELECT u.o, p.id AS pid, p.name AS pname, q.name AS qname,
+		       p.next_offset - 1 AS lend,
+		       greatest(c.committed, p.log_start - 1) AS base,
+		       CASE WHEN q.delayed_processing <= 0
+				 OR p.last_created_at <= now() - make_interval(
+					secs => q.delayed_processing)
+			    THEN p.next_offset - 1
+			    ELSE coalesce(queen_offset_at(p.id, now() - make_interval(
+					secs => q.delayed_processing), true),
+					  p.next_offset) - 1
+		       END AS vend,
+		       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs,
+		       c.ctid AS lid
+		FROM queen_queues q
+		CROSS JOIN unnest(p_cand) WITH ORDINALITY AS u (pid, o)
+		JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = q.id
+		JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = p_group
+		WHERE (p_queue IS NULL OR q.name = p_queue)
+		  AND (p_group = '__QUEUE_MODE__'
+		       OR EXISTS (SELECT 1 FROM queen_subscriptions s
+				  WHERE s.group_name = p_group AND s.queue_id = q.id))
+		  AND (p_partition IS NULL OR p.name = p_partition)
+		  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+		  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+		  AND (q.window_buffer <= 0
+		       OR p.last_created_at <= now() - make_interval(
+				secs => q.window_buffer))
+		ORDER BY u.o
+		LIMIT p_width
+		FOR UPDATE OF c SKIP LOCKED
+	), qt AS (
+		SELECT cl.*,
+		       least(greatest(cl.vend - cl.base, 0),
+			     greatest(p_batch - coalesce(sum(greatest(cl.vend - cl.base, 0))
+				OVER (ORDER BY cl.o ROWS BETWEEN UNBOUNDED PRECEDING
+				      AND 1 PRECEDING)::bigint, 0), 0))
+			AS take
+		FROM cl
+	), upd AS (
+		UPDATE queen_cursors c SET
+			committed = CASE WHEN p_auto THEN qt.base + qt.take
+					 ELSE c.committed END,
+			lease_id = CASE WHEN p_auto THEN NULL ELSE p_lease END,
+			lease_expires_at = CASE WHEN p_auto THEN NULL
+					   ELSE now() + make_interval(secs => qt.secs) END,
+			batch_end = CASE WHEN p_auto THEN NULL ELSE qt.base + qt.take END,
+			retry_count = CASE WHEN p_auto THEN 0 ELSE c.retry_count END,
+			attempt_base = qt.base + 1,
+			attempt_count = CASE WHEN c.attempt_base = qt.base + 1
+					THEN c.attempt_count + 1 ELSE 1 END,
+			updated_at = now()
+		FROM qt
+		WHERE qt.take > 0
+		  AND c.ctid = qt.lid AND c.partition_id = qt.pid AND c.group_name = p_group
+		RETURNING qt.o, qt.pid, qt.pname, qt.qname, qt.base, qt.take, qt.lend,
+			  c.committed AS cmt, c.attempt_count AS att,
+			  c.lease_expires_at AS lexp
+	)
+	SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
+	       z.created_at, z.att, z.cmt, z.lend, z.lexp, z.sub
+	FROM (SELECT upd.o, upd.pid, upd.pname, upd.qname,
+		     s.base_offset + r.lo - 1 AS first, s.created_at, upd.att, upd.cmt,
+		     upd.lend, upd.lexp,
+		     generate_series(0, r.hi - r.lo) AS k,
+		     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
+		     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
+		     unnest(s.payloads[r.lo:r.hi]) AS payload,
+		     unnest(s.producer_subs[r.lo:r.hi]) AS sub
+	      FROM upd
+	      JOIN queen_segments s ON s.partition_id = upd.pid
+		AND s.base_offset <= upd.base + upd.take
+		AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
+					       FROM queen_segments s0
+					       WHERE s0.partition_id = upd.pid
+						 AND s0.base_offset <= upd.base + 1),
+					      upd.base + 1 - 999)
+		AND s.end_offset > upd.base
+	      CROSS JOIN LATERAL (
+			SELECT greatest(upd.base + 1 - s.base_offset + 1, 1) AS lo,
+			       least(upd.base + upd.take, s.end_offset) - s.base_offset + 1
+			       AS hi) r) z
+	ORDER BY z.o, 4;
+END
+$$;
+
 -- Pop (SPEC.md 5).  Claims up to p_max_partitions partitions with deliverable data for the
 -- group (cursor rows FOR UPDATE SKIP LOCKED: claims never wait), leases them under
 -- p_lease_id (or commits at once when p_auto_ack) and returns up to p_batch messages, one row
@@ -51,104 +154,24 @@ BEGIN
 	END IF;
 
 	-- The steady state of a consumer: the broker's index named the candidates and has seen
-	-- the group's cursor on each of them.  The claim of cursors that exist, alone: every plan
-	-- node and expression of a statement is set up at each call whatever rows it reads, and
-	-- this statement is half the cost of the next one (which also writes first cursors)
-	-- for a pop of 100 messages from one partition.  Nothing claimed here (the index was
-	-- stale, or other pops took them) goes on to the next statement, which finds out why.
+	-- the group's cursor on each of them.  Every plan node and expression of a statement is
+	-- set up at each call whatever rows it reads, and the claim of cursors that exist, alone,
+	-- costs half the statement below (which can also write first cursors) for a pop of 100
+	-- messages from one partition.  Nothing claimed there (the index was stale, or other pops
+	-- took them) goes on to the statement below, which finds out why.
 	IF p_held AND p_candidates IS NOT NULL AND p_queue IS NOT NULL THEN
 		RETURN QUERY
-		WITH cl AS (
-			SELECT u.o, p.id AS pid, p.name AS pname, q.name AS qname,
-			       p.next_offset - 1 AS lend,
-			       greatest(c.committed, p.log_start - 1) AS base,
-			       CASE WHEN q.delayed_processing <= 0
-					 OR p.last_created_at <= now() - make_interval(
-						secs => q.delayed_processing)
-				    THEN p.next_offset - 1
-				    ELSE coalesce(queen_offset_at(p.id, now() - make_interval(
-						secs => q.delayed_processing), true),
-						  p.next_offset) - 1
-			       END AS vend,
-			       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs,
-			       c.ctid AS lid
-			FROM queen_queues q
-			CROSS JOIN unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
-			JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = q.id
-			JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
-			WHERE q.name = p_queue
-			  AND (v_qmode OR EXISTS (SELECT 1 FROM queen_subscriptions s
-						  WHERE s.group_name = v_group
-						    AND s.queue_id = q.id))
-			  AND (p_partition IS NULL OR p.name = p_partition)
-			  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
-			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
-			  AND (q.window_buffer <= 0
-			       OR p.last_created_at <= now() - make_interval(
-					secs => q.window_buffer))
-			ORDER BY u.o
-			LIMIT v_width
-			FOR UPDATE OF c SKIP LOCKED
-		), qt AS (
-			SELECT cl.*,
-			       least(greatest(cl.vend - cl.base, 0),
-				     greatest(v_batch - coalesce(sum(greatest(cl.vend - cl.base, 0))
-					OVER (ORDER BY cl.o ROWS BETWEEN UNBOUNDED PRECEDING
-					      AND 1 PRECEDING)::bigint, 0), 0))
-				AS take
-			FROM cl
-		), upd AS (
-			UPDATE queen_cursors c SET
-				committed = CASE WHEN v_auto THEN qt.base + qt.take
-						 ELSE c.committed END,
-				lease_id = CASE WHEN v_auto THEN NULL ELSE v_lease END,
-				lease_expires_at = CASE WHEN v_auto THEN NULL
-						   ELSE now() + make_interval(secs => qt.secs) END,
-				batch_end = CASE WHEN v_auto THEN NULL ELSE qt.base + qt.take END,
-				retry_count = CASE WHEN v_auto THEN 0 ELSE c.retry_count END,
-				attempt_base = qt.base + 1,
-				attempt_count = CASE WHEN c.attempt_base = qt.base + 1
-						THEN c.attempt_count + 1 ELSE 1 END,
-				updated_at = now()
-			FROM qt
-			WHERE qt.take > 0
-			  AND c.ctid = qt.lid AND c.partition_id = qt.pid AND c.group_name = v_group
-			RETURNING qt.o, qt.pid, qt.pname, qt.qname, qt.base, qt.take, qt.lend,
-				  c.committed AS cmt, c.attempt_count AS att,
-				  c.lease_expires_at AS lexp
-		)
-		SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
-		       z.created_at, z.att, z.cmt, z.lend, z.lexp, z.sub
-		FROM (SELECT upd.o, upd.pid, upd.pname, upd.qname,
-			     s.base_offset + r.lo - 1 AS first, s.created_at, upd.att, upd.cmt,
-			     upd.lend, upd.lexp,
-			     generate_series(0, r.hi - r.lo) AS k,
-			     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
-			     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
-			     unnest(s.payloads[r.lo:r.hi]) AS payload,
-			     unnest(s.producer_subs[r.lo:r.hi]) AS sub
-		      FROM upd
-		      JOIN queen_segments s ON s.partition_id = upd.pid
-			AND s.base_offset <= upd.base + upd.take
-			AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
-						       FROM queen_segments s0
-						       WHERE s0.partition_id = upd.pid
-							 AND s0.base_offset <= upd.base + 1),
-						      upd.base + 1 - 999)
-			AND s.end_offset > upd.base
-		      CROSS JOIN LATERAL (
-				SELECT greatest(upd.base + 1 - s.base_offset + 1, 1) AS lo,
-				       least(upd.base + upd.take, s.end_offset) - s.base_offset + 1
-				       AS hi) r) z
-		ORDER BY z.o, 4;
+		SELECT * FROM queen_pop_held(p_queue, p_partition, v_group, v_batch, v_width,
+					     p_lease_seconds, v_auto, v_lease, p_candidates);
 		IF FOUND THEN
 			RETURN;
 		END IF;
 	END IF;
 
 	-- First contact with some of the candidates, in one statement: the broker's index named
-	-- the candidates and the group has met the queue.  Claim (SKIP LOCKED, the lease condition rechecked on the
-	-- locked row version), lease and read the slices of the segments the leases cover.  A
+	-- the candidates and the group has met the queue.  Claim (SKIP LOCKED, the lease
+	-- condition rechecked on the locked row version), lease and read the slices of the
+	-- segments the leases cover.  A
 	-- candidate the group has no cursor on yet (first contact: a cursor is implied by the
 	-- subscription) is claimed in the same statement by inserting its cursor already leased,
 	-- gated by a try-lock per (partition, group) as SKIP LOCKED gates a row: 10,000 small
@@ -482,76 +505,10 @@ BEGIN
 		RETURN;
 	END IF;
 
+	-- Lease and read what was claimed (the rows are locked by this transaction already).
 	RETURN QUERY
-	WITH cl AS (
-		SELECT u.o, p.id AS pid, p.name AS pname, q.name AS qname,
-		       p.next_offset - 1 AS lend,
-		       greatest(c.committed, p.log_start - 1) AS base,
-		       CASE WHEN q.delayed_processing <= 0
-				 OR p.last_created_at <= now() - make_interval(
-					secs => q.delayed_processing)
-			    THEN p.next_offset - 1
-			    ELSE coalesce(queen_offset_at(p.id,
-					now() - make_interval(secs => q.delayed_processing), true),
-					p.next_offset) - 1
-		       END AS vend,
-		       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs
-		FROM unnest(v_claim) WITH ORDINALITY AS u (pid, o)
-		JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
-		JOIN queen_partitions p ON p.id = u.pid
-		JOIN queen_queues q ON q.id = p.queue_id
-	), qt AS (
-		-- sum() of bigint is numeric: cast back, or every offset computed from take is
-		-- numeric and the segment probe below loses its index bound.
-		SELECT cl.*,
-		       least(greatest(cl.vend - cl.base, 0),
-			     greatest(v_batch - coalesce(sum(greatest(cl.vend - cl.base, 0)) OVER (
-				ORDER BY cl.o ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)::bigint,
-				0), 0))
-			AS take
-		FROM cl
-	), upd AS (
-		UPDATE queen_cursors c SET
-			committed = CASE WHEN v_auto THEN qt.base + qt.take ELSE c.committed END,
-			lease_id = CASE WHEN v_auto THEN NULL ELSE v_lease END,
-			lease_expires_at = CASE WHEN v_auto THEN NULL
-					   ELSE now() + make_interval(secs => qt.secs) END,
-			batch_end = CASE WHEN v_auto THEN NULL ELSE qt.base + qt.take END,
-			retry_count = CASE WHEN v_auto THEN 0 ELSE c.retry_count END,
-			attempt_base = qt.base + 1,
-			attempt_count = CASE WHEN c.attempt_base = qt.base + 1
-					THEN c.attempt_count + 1 ELSE 1 END,
-			updated_at = now()
-		FROM qt
-		WHERE qt.take > 0 AND c.partition_id = qt.pid AND c.group_name = v_group
-		RETURNING c.partition_id AS pid, c.committed AS cmt, c.attempt_count AS att,
-			  c.lease_expires_at AS lexp
-	)
-	-- The messages: set-returning functions in the select list run in lockstep and stream
-	-- (ProjectSet), where a function in FROM would fill a tuple store per segment.
-	SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
-	       z.created_at, z.att, z.cmt, z.lend, z.lexp, z.sub
-	FROM (SELECT qt.o, qt.pid, qt.pname, qt.qname, s.base_offset + r.lo - 1 AS first,
-		     s.created_at, upd.att, upd.cmt, qt.lend, upd.lexp,
-		     generate_series(0, r.hi - r.lo) AS k,
-		     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
-		     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
-		     unnest(s.payloads[r.lo:r.hi]) AS payload,
-		     unnest(s.producer_subs[r.lo:r.hi]) AS sub
-	      FROM qt
-	      JOIN upd ON upd.pid = qt.pid
-	      JOIN queen_segments s ON s.partition_id = qt.pid
-		AND s.base_offset <= qt.base + qt.take
-		AND s.base_offset >= coalesce((SELECT max(s0.base_offset) FROM queen_segments s0
-					       WHERE s0.partition_id = qt.pid
-						 AND s0.base_offset <= qt.base + 1),
-					      qt.base + 1 - 999)
-		AND s.end_offset > qt.base
-	      CROSS JOIN LATERAL (SELECT greatest(qt.base + 1 - s.base_offset + 1, 1) AS lo,
-					 least(qt.base + qt.take, s.end_offset) - s.base_offset + 1
-					 AS hi) r
-	      WHERE qt.take > 0) z
-	ORDER BY z.o, 4;
+	SELECT * FROM queen_pop_held(p_queue, p_partition, v_group, v_batch, v_width,
+				     p_lease_seconds, v_auto, v_lease, v_claim);
 END
 $$;
 
