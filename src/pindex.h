@@ -114,7 +114,8 @@ void pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions
  * the index and SQL must look for itself. *recheck is set to the earliest wall time (ms) at
  * which a partition skipped for its lease becomes claimable, or 0. The scan stops at max
  * candidates: a pop over 100,000 partitions reads a few hundred of them, not all.
- * Consecutive calls start max partitions apart. */
+ * Consecutive calls start max partitions apart, and one further on at each lap of the
+ * queue's partitions. */
 struct pidx_cand {
 	char id[UUID_STR_LEN];
 	int64_t backlog;	/* offsets the group has to read there as last seen (the whole
