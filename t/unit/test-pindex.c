@@ -1,0 +1,99 @@
+/* Unit tests of pindex's pop candidates: which partitions a pop is offered (work past the
+ * group's cursor, no live lease), whether the group holds a cursor row there, and the rotor
+ * that brings every partition first in turn. */
+#include "pindex.h"
+#include "tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define QID "0190f5c2-0000-7000-8000-0000000000aa"
+#define NPARTS 10
+
+static char pids[NPARTS][UUID_STR_LEN];
+
+static int
+find(const struct pidx_cand *c, int n, const char *pid)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(c[i].id, pid) == 0)
+			return i;
+	return -1;
+}
+
+static int64_t
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int
+main(void)
+{
+	struct pidx_cand c[16];
+	uint64_t gh, other;
+	int64_t recheck;
+	int n, i, k, first[NPARTS] = { 0 }, distinct = 0;
+
+	pidx_init();
+	pidx_thread_online();
+	gh = pidx_group_hash("workers");
+	other = pidx_group_hash("auditors");
+	for (i = 0; i < NPARTS; i++) {
+		char name[16];
+
+		snprintf(pids[i], sizeof(pids[i]), "5a1b2c3d-0000-4000-8000-0000000000%02d", i);
+		snprintf(name, sizeof(name), "p%d", i);
+		pidx_learn(QID, "q", NULL, NULL, pids[i], name, 4);	/* offsets 0 .. 4 */
+	}
+
+	n = pidx_candidates("q", NULL, gh, c, 16, &recheck);
+	is_int(n, NPARTS, "a group never seen is offered every partition");
+	for (i = k = 0; i < n; i++)
+		k += c[i].held == 0 && c[i].backlog == 5;
+	is_int(k, NPARTS, "held by none, the whole log to read");
+	is_int(pidx_candidates("nope", NULL, gh, c, 16, &recheck), -1, "an unknown queue: -1");
+
+	pidx_cursor(pids[0], gh, 1, 0);		/* acked through offset 1 */
+	pidx_cursor(pids[1], gh, 4, 0);		/* read to the end */
+	pidx_cursor(pids[2], gh, 0, wall_ms() + 60000);	/* leased for a minute */
+	pidx_cursor_implied(pids[3], gh, 2, pidx_cursor_mark());	/* no row: would start at 2 */
+	n = pidx_candidates("q", NULL, gh, c, 16, &recheck);
+	is_int(n, NPARTS - 2, "neither the partition read to the end nor the leased one");
+	ok(find(c, n, pids[1]) < 0 && find(c, n, pids[2]) < 0, "those two are left out");
+	ok(recheck > wall_ms() + 50000, "the recheck is when the lease lapses");
+	k = find(c, n, pids[0]);
+	ok(k >= 0 && c[k].held == 1 && c[k].backlog == 3, "a cursor seen: held, 3 offsets left");
+	k = find(c, n, pids[3]);
+	ok(k >= 0 && c[k].held == 0 && c[k].backlog == 2, "an implied cursor is not held");
+
+	n = pidx_candidates("q", NULL, other, c, 16, &recheck);
+	for (i = k = 0; i < n; i++)
+		k += c[i].held;
+	ok(n == NPARTS && k == 0, "another group's cursors are its own");
+
+	n = pidx_candidates("q", "p0", gh, c, 16, &recheck);
+	ok(n == 1 && strcmp(c[0].id, pids[0]) == 0 && c[0].held, "a named partition");
+	n = pidx_candidates("q", "p1", gh, c, 16, &recheck);
+	is_int(n, 0, "a named partition read to the end: none");
+
+	/* Pops of one partition claim the first candidate: over ten pops offered 8 candidates
+	 * each, the first comes to at least 8 of the 10 partitions (a step of 8 over 10
+	 * partitions alone would start at every other one: 5). */
+	for (i = 0; i < NPARTS; i++)
+		pidx_cursor(pids[i], gh, 0, 0);
+	for (i = 0; i < 10; i++) {
+		n = pidx_candidates("q", NULL, gh, c, 8, &recheck);
+		if (n > 0 && (k = (int)strtol(c[0].id + 34, NULL, 10)) >= 0 && k < NPARTS)
+			distinct += first[k]++ == 0;
+	}
+	ok(distinct >= 8, "ten pops start at %d of 10 partitions", distinct);
+
+	pidx_thread_offline();
+	printf("1..%d\n", tap_n);
+	return tap_failed != 0;
+}
