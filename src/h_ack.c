@@ -13,9 +13,11 @@
 #include "offmap.h"
 #include "pindex.h"
 #include "qassert.h"
+#include "strbuf.h"
 #include "uuid.h"
 #include "workers.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -425,28 +427,24 @@ forget_acked(const struct ack_job *j, const char **txns)
 	}
 }
 
-/* The arrays of queen_ack: one element per item bound for SQL (group, partition, txn,
- * status, lease, error). */
+void
+h_ack_item_elems(struct strbuf *sb, const struct ack_item *it)
+{
+	sb_add_pgnext(&sb[0], it->group);
+	sb_add_pgnext(&sb[1], it->pid);
+	sb_add_pgnext(&sb[2], it->txn);
+	sb_add_pgnext(&sb[3], it->status);
+	sb_add_pgnext(&sb[4], it->lease);
+	sb_add_pgnext(&sb[5], it->error);
+}
+
+/* The arrays of queen_ack: one element per item bound for SQL. */
 static void
 item_arrays(const struct ack_job *j, struct strbuf *sb)
 {
-	size_t sent = 0;
-
-	for (size_t i = 0; i < j->n; i++) {
-		const struct ack_item *it = &j->items[i];
-
-		if (it->fail)
-			continue;
-		for (int k = 0; sent && k < 6; k++)
-			sb_addc(&sb[k], ',');
-		sb_add_pgelem(&sb[0], it->group);
-		sb_add_pgelem(&sb[1], it->pid);
-		sb_add_pgelem(&sb[2], it->txn);
-		sb_add_pgelem(&sb[3], it->status);
-		sb_add_pgelem(&sb[4], it->lease);
-		sb_add_pgelem(&sb[5], it->error);
-		sent++;
-	}
+	for (size_t i = 0; i < j->n; i++)
+		if (!j->items[i].fail)
+			h_ack_item_elems(sb, &j->items[i]);
 }
 
 /* The arrays of queen_ack_known: one element per run of items of one (partition, group,
@@ -455,7 +453,7 @@ item_arrays(const struct ack_job *j, struct strbuf *sb)
 static void
 run_arrays(const struct ack_job *j, const int64_t *offs, struct strbuf *sb)
 {
-	size_t runs = 0;
+	char n[24];
 
 	for (size_t i = 0, end; i < j->n; i = end) {
 		const struct ack_item *it = &j->items[i];
@@ -469,19 +467,17 @@ run_arrays(const struct ack_job *j, const int64_t *offs, struct strbuf *sb)
 		for (size_t k = i; k < end; k++) {
 			lo = offs[k] < lo ? offs[k] : lo;
 			hi = offs[k] > hi ? offs[k] : hi;
-			if (sb[6].len > 1)
-				sb_addc(&sb[6], ',');
-			sb_add_pgelem(&sb[6], j->items[k].txn);
+			sb_add_pgnext(&sb[6], j->items[k].txn);
 		}
-		for (int k = 0; runs && k < 6; k++)
-			sb_addc(&sb[k], ',');
-		sb_add_pgelem(&sb[0], it->group);
-		sb_add_pgelem(&sb[1], it->pid);
-		sb_add_pgelem(&sb[2], it->lease);
-		sb_add_i64(&sb[3], lo);
-		sb_add_i64(&sb[4], hi);
-		sb_add_i64(&sb[5], (int64_t)(end - i));
-		runs++;
+		sb_add_pgnext(&sb[0], it->group);
+		sb_add_pgnext(&sb[1], it->pid);
+		sb_add_pgnext(&sb[2], it->lease);
+		snprintf(n, sizeof(n), "%lld", (long long)lo);
+		sb_add_pgnext(&sb[3], n);
+		snprintf(n, sizeof(n), "%lld", (long long)hi);
+		sb_add_pgnext(&sb[4], n);
+		snprintf(n, sizeof(n), "%zu", end - i);
+		sb_add_pgnext(&sb[5], n);
 	}
 }
 

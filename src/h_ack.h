@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 struct req;
+struct strbuf;
 struct wk;
 
 /* One acknowledgement: the request fields (borrowed from its JSON, status normalised to
@@ -27,6 +28,9 @@ struct ack_item {
  * saying why. Pure, MHD thread. The transaction route parses its acks with it too. */
 enum qe h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const char *group,
 			 struct ack_item *it);
+/* Appends the item's group, partition, transactionId, status, lease and error as the next
+ * elements of the six array literals of queen_ack being built in sb[0..5]. */
+void h_ack_item_elems(struct strbuf *sb, const struct ack_item *it);
 
 enum qe h_ack_prepare(struct req *r);
 enum qe h_ack_run(struct req *r, struct wk *w);

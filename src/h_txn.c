@@ -336,15 +336,6 @@ h_txn_prepare(struct req *r)
 	return QE_OK;
 }
 
-/* Appends s to the PostgreSQL array literal being built in sb (comma unless first). */
-static void
-add_elem(struct strbuf *sb, const char *s)
-{
-	if (sb->len > 1)
-		sb_addc(sb, ',');
-	sb_add_pgelem(sb, s);
-}
-
 /* The parameters of queen_txn for bundles jobs[0..n-1]: push items (7 arrays), acks (7), the
  * required leases (2), kv and timers (one element per bundle), the bases of the kv results.
  * Sets each job's offsets in the merged push and ack arrays. */
@@ -372,29 +363,24 @@ build_params(struct txn_job **jobs, size_t n, struct strbuf sb[TXN_PARAMS], int 
 			int known = pidx_lookup(it->queue, it->partition, pid);
 
 			uuid_v7(it->id);
-			add_elem(&sb[0], known ? pid : NULL);
-			add_elem(&sb[1], it->queue);
-			add_elem(&sb[2], it->partition);
-			add_elem(&sb[3], it->id);
-			add_elem(&sb[4], it->txn);
-			add_elem(&sb[5], it->trace);
-			add_elem(&sb[6], it->payload);
-			add_elem(&sb[19], it->sub);
+			sb_add_pgnext(&sb[0], known ? pid : NULL);
+			sb_add_pgnext(&sb[1], it->queue);
+			sb_add_pgnext(&sb[2], it->partition);
+			sb_add_pgnext(&sb[3], it->id);
+			sb_add_pgnext(&sb[4], it->txn);
+			sb_add_pgnext(&sb[5], it->trace);
+			sb_add_pgnext(&sb[6], it->payload);
+			sb_add_pgnext(&sb[19], it->sub);
 		}
 		for (size_t i = 0; i < j->na; i++, na++) {
 			struct ack_item *it = &j->ack[i];
 
-			add_elem(&sb[7], it->group);
-			add_elem(&sb[8], it->pid);
-			add_elem(&sb[9], it->txn);
-			add_elem(&sb[10], it->status);
-			add_elem(&sb[11], it->lease);
-			add_elem(&sb[12], it->error);
-			add_elem(&sb[13], bundle);
+			h_ack_item_elems(&sb[7], it);
+			sb_add_pgnext(&sb[13], bundle);
 		}
 		for (size_t i = 0; i < j->nreq; i++) {
-			add_elem(&sb[14], j->required[i]);
-			add_elem(&sb[15], bundle);
+			sb_add_pgnext(&sb[14], j->required[i]);
+			sb_add_pgnext(&sb[15], bundle);
 		}
 		sb_adds(&sb[16], b ? "," : "");
 		sb_adds(&sb[16], j->kv ? j->kv : "null");

@@ -174,6 +174,14 @@ sb_add_pgelem(struct strbuf *sb, const char *s)
 	sb_addc(sb, '"');
 }
 
+void
+sb_add_pgnext(struct strbuf *sb, const char *s)
+{
+	if (sb->len > 1)
+		sb_addc(sb, ',');
+	sb_add_pgelem(sb, s);
+}
+
 static void
 sb_add_be32(struct strbuf *sb, uint32_t v)
 {

@@ -27,6 +27,9 @@ void sb_add_i64(struct strbuf *sb, int64_t v);
 void sb_add_jstr(struct strbuf *sb, const char *s);
 /* Appends s as one element of a PostgreSQL array literal ("..." escaped); NULL appends NULL. */
 void sb_add_pgelem(struct strbuf *sb, const char *s);
+/* The same as the next element of the array literal being built in sb (opened with '{'): a
+ * comma before it unless it is the first. */
+void sb_add_pgnext(struct strbuf *sb, const char *s);
 /* A one-dimensional PostgreSQL text[] in binary wire format (what array_recv reads), for a
  * parameter sent with format 1: no escaping on either side, each element length-prefixed.
  * sb_pgbin_text_array writes the header of an array of n elements; then sb_pgbin_text_elem
