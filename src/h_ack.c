@@ -359,12 +359,6 @@ wake_after(PGresult *res)
 	}
 }
 
-static int
-same_group(const char *a, const char *b)
-{
-	return a == b || (a && b && strcmp(a, b) == 0);
-}
-
 /* The end of the run of items from i on that name the lease, partition and group item i
  * names: one span of the offset map, one cursor. An item failed before SQL ends it. */
 static size_t
@@ -375,7 +369,7 @@ span_end(const struct ack_job *j, size_t i)
 
 	while (k < j->n && !j->items[k].fail && j->items[k].lease &&
 	       strcmp(j->items[k].lease, a->lease) == 0 && strcmp(j->items[k].pid, a->pid) == 0 &&
-	       same_group(j->items[k].group, a->group))
+	       strcmp(j->items[k].group, a->group) == 0)
 		k++;
 	return k;
 }
