@@ -305,20 +305,51 @@ settle(struct dbconn *c, const char *name, PGresult *res, PGresult **out, PGresu
 	return QE_DB;
 }
 
+/* libpq never shrinks a connection's buffers: each stays at the largest message it ever held,
+ * for as long as the connection lives. One 60 MB push left 60 MB resident in its lane's
+ * connection for good, and every worker can meet one. A statement that sent or received more
+ * than this has its connection closed once it is idle again, and reopened: a reconnect
+ * (15-20 ms) is small beside a statement of this size (140 ms for 5 MB), and a group commit of
+ * small pushes (QUEEN_GROUP_COMMIT_ITEMS 1 KiB items) stays well below it. */
+#define DB_RECYCLE_BYTES (4 * 1024 * 1024)
+
+static size_t
+params_bytes(int n, const char *const *params, const int *lengths, const int *formats)
+{
+	size_t bytes = 0;
+
+	for (int i = 0; params && i < n; i++)
+		if (params[i])
+			bytes += formats && formats[i] && lengths ? (size_t)lengths[i]
+								   : strlen(params[i]);
+	return bytes;
+}
+
 enum qe
 db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params, const int *lengths,
 	    const int *formats, PGresult **out, PGresult **err)
 {
 	const struct sql_stmt *s = sql_get(id);
+	enum qe e;
 
 	*out = NULL;
 	if (err)
 		*err = NULL;
 	if (db_ensure(c) != QE_OK)
 		return QE_DB;
-	return settle(c, s->name,
-		      PQexecPrepared(c->pg, s->name, s->nparams, params, lengths, formats, 0),
-		      out, err);
+	e = settle(c, s->name,
+		   PQexecPrepared(c->pg, s->name, s->nparams, params, lengths, formats, 0),
+		   out, err);
+	if (c->pg && PQtransactionStatus(c->pg) == PQTRANS_IDLE &&
+	    ((*out && PQresultMemorySize(*out) > DB_RECYCLE_BYTES) ||
+	     params_bytes(s->nparams, params, lengths, formats) > DB_RECYCLE_BYTES)) {
+		log_debug("worker %d: reopening its connection after a %s of over %d bytes",
+			  c->id, s->name, DB_RECYCLE_BYTES);
+		db_close(c);
+		/* At once: the large request waits for it, not the small one that comes next. */
+		(void)db_ensure(c);
+	}
+	return e;
 }
 
 /* The result of a statement sent with PQsendQuery: the last one it gave, or its error. */
