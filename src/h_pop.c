@@ -254,7 +254,10 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 		add_str_field(&sb, "transactionId", PQgetvalue(res, i, 5));
 		add_str_field(&sb, "traceId", PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6));
 		sb_adds(&sb, ",\"data\":");
-		pcrypt_reveal_sb(&sb, PQgetisnull(res, i, 7) ? "null" : PQgetvalue(res, i, 7));
+		if (PQgetisnull(res, i, 7))
+			sb_add(&sb, "null", 4);
+		else
+			pcrypt_reveal_sb(&sb, PQgetvalue(res, i, 7), (size_t)PQgetlength(res, i, 7));
 		add_str_field(&sb, "createdAt", PQgetvalue(res, i, 8));
 		add_str_field(&sb, "partitionId", PQgetvalue(res, i, 0));
 		add_str_field(&sb, "partition", PQgetvalue(res, i, 1));

@@ -402,7 +402,7 @@ h_timers_get(struct req *r, struct wk *w)
 	sb_init(&sb);
 	sb_add(&sb, timer, (size_t)PQgetlength(res, 0, 0) - 1);
 	sb_adds(&sb, ", \"payload\": ");
-	pcrypt_reveal_sb(&sb, PQgetvalue(res, 0, 1));
+	pcrypt_reveal_sb(&sb, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
 	sb_addc(&sb, '}');
 	PQclear(res);
 	req_reply_sb(r, 200, &sb);

@@ -440,14 +440,32 @@ add_revealed(struct strbuf *sb, const char *text, struct envelope *e)
 	e->ct = NULL;
 }
 
+/* 1 when the text at p (an object's '{') starts with a key of an envelope. An envelope holds
+ * those three keys and no other, so anything else is not one: a payload is looked at no
+ * further than its first key, and a document walk reads only envelopes whole. */
+static int
+may_be_envelope(const char *p, const char *end)
+{
+	static const char *const first[] = { "\"encrypted\"", "\"iv\"", "\"authTag\"" };
+
+	if (p >= end || *p++ != '{')
+		return 0;
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	for (int k = 0; k < 3; k++)
+		if ((size_t)(end - p) >= strlen(first[k]) &&
+		    memcmp(p, first[k], strlen(first[k])) == 0)
+			return 1;
+	return 0;
+}
+
 void
-pcrypt_reveal_sb(struct strbuf *sb, const char *text)
+pcrypt_reveal_sb(struct strbuf *sb, const char *text, size_t len)
 {
 	struct envelope e;
 
-	if (text[0] != '{' || !strstr(text, "\"encrypted\"") ||
-	    !parse_envelope(text, strlen(text), &e)) {
-		sb_adds(sb, text);
+	if (!may_be_envelope(text, text + len) || !parse_envelope(text, len, &e)) {
+		sb_add(sb, text, len);
 		return;
 	}
 	add_revealed(sb, text, &e);
@@ -457,22 +475,6 @@ pcrypt_reveal_sb(struct strbuf *sb, const char *text)
  * values are user data, walked no further. */
 #define REVEAL_DEPTH 16
 
-/* 1 when the object at the scanner starts with a key of an envelope: only those are read
- * whole before being walked into, so the walk reads the document about once. */
-static int
-may_be_envelope(const struct jscan *s)
-{
-	static const char *const first[] = { "\"encrypted\"", "\"iv\"", "\"authTag\"" };
-	const char *p = s->p + 1;
-
-	while (p < s->end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	for (int k = 0; k < 3; k++)
-		if ((size_t)(s->end - p) >= strlen(first[k]) &&
-		    memcmp(p, first[k], strlen(first[k])) == 0)
-			return 1;
-	return 0;
-}
 
 /* Walks the value at the scanner: every envelope found is appended to out in revealed form,
  * after the text of the document from *copied up to it. 0, or -1 on invalid JSON. */
@@ -484,7 +486,7 @@ reveal_walk(struct jscan *s, struct strbuf *out, const char **copied, int depth)
 
 	if ((t != JS_OBJECT && t != JS_ARRAY) || depth >= REVEAL_DEPTH)
 		return js_skip(s, NULL, NULL);
-	if (t == JS_OBJECT && may_be_envelope(s)) {
+	if (t == JS_OBJECT && may_be_envelope(s->p, s->end)) {
 		struct jscan whole = *s;
 		struct envelope e;
 		const char *span;

@@ -36,8 +36,8 @@ void pcrypt_note(const char *queue, int encrypted);
  * queue is encrypted and this broker has no key (nothing may be stored). */
 enum qe pcrypt_seal_for(const char *queue, const char *payload, size_t len, char **sealed);
 
-/* Appends the revealed form of one stored payload text to sb (pop answers). */
-void pcrypt_reveal_sb(struct strbuf *sb, const char *text);
+/* Appends the revealed form of one stored payload text of len bytes to sb (pop answers). */
+void pcrypt_reveal_sb(struct strbuf *sb, const char *text, size_t len);
 /* Reveals every envelope inside a JSON document (message list and detail, dead letters): *json
  * (malloc'd) is replaced by a new text when it held one, and *len updated. */
 void pcrypt_reveal_doc(char **json, size_t *len);

@@ -28,7 +28,7 @@ reveal(const char *text)
 	struct strbuf sb;
 
 	sb_init(&sb);
-	pcrypt_reveal_sb(&sb, text);
+	pcrypt_reveal_sb(&sb, text, strlen(text));
 	return sb_steal(&sb, NULL);
 }
 
@@ -114,6 +114,16 @@ main(void)
 			 env + 15);
 		out = reveal(extra);
 		is_str(out, "{\"a\":1}", "an escape inside the base64 is decoded first");
+		free(out);
+		/* Looked at from its first member on: an envelope begins with one of its own. */
+		snprintf(extra, sizeof(extra), "{ %.*s,%.*s}", (int)(strlen(iv) - 1), iv,
+			 (int)(iv - env - 2), env + 1);
+		out = reveal(extra);
+		is_str(out, "{\"a\":1}", "its members in another order, after a space: opened");
+		free(out);
+		snprintf(extra, sizeof(extra), "{\"x\":1,%s", env + 1);
+		out = reveal(extra);
+		is_str(out, extra, "a first member of another name: not an envelope");
 		free(out);
 		out = reveal("{\"encrypted\":\"x\",\"iv\":");
 		is_str(out, "{\"encrypted\":\"x\",\"iv\":", "invalid JSON is left alone");
