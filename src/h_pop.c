@@ -198,7 +198,7 @@ learn_cursors(struct pop_job *j, PGresult *res, uint64_t mark)
 static void
 render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, int autop_w)
 {
-	struct strbuf sb;
+	struct strbuf sb, part, tail;
 	const char *lease = j->auto_ack ? "" : lease_id;
 	int rows = PQntuples(res), claimed = 0, run = 0;
 	const char *last_pid = "";
@@ -248,9 +248,31 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	add_str_field(&sb, "leaseId", lease);
 	add_str_field(&sb, "consumerGroup", j->group);
 	sb_addf(&sb, ",\"partitionsClaimed\":%d,\"messages\":[", claimed);
+	/* What every message of the answer repeats is written once: the lease and group of
+	 * the pop, and the partition, id and queue of each partition's run of rows. Only what
+	 * a client wrote (transactionId, traceId, producerSub) is escaped per message; ids,
+	 * offsets and times are the database's own text. */
+	sb_init(&tail);
+	add_str_field(&tail, "leaseId", lease);
+	add_str_field(&tail, "consumerGroup", j->group);
+	sb_init(&part);
+	last_pid = NULL;
 	for (int i = 0; i < rows; i++) {
-		sb_adds(&sb, i ? ",{\"id\":" : "{\"id\":");
-		sb_add_jstr(&sb, PQgetvalue(res, i, 4));
+		const char *pid = PQgetvalue(res, i, 0);
+
+		if (!last_pid || strcmp(pid, last_pid) != 0) {
+			sb_reset(&part);
+			sb_adds(&part, ",\"partitionId\":\"");
+			sb_adds(&part, pid);
+			sb_addc(&part, '"');
+			add_str_field(&part, "partition", PQgetvalue(res, i, 1));
+			add_str_field(&part, "queue", PQgetvalue(res, i, 2));
+			sb_adds(&part, ",\"offset\":");
+			last_pid = pid;
+		}
+		sb_adds(&sb, i ? ",{\"id\":\"" : "{\"id\":\"");
+		sb_adds(&sb, PQgetvalue(res, i, 4));
+		sb_addc(&sb, '"');
 		add_str_field(&sb, "transactionId", PQgetvalue(res, i, 5));
 		add_str_field(&sb, "traceId", PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6));
 		sb_adds(&sb, ",\"data\":");
@@ -258,20 +280,20 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 			sb_add(&sb, "null", 4);
 		else
 			pcrypt_reveal_sb(&sb, PQgetvalue(res, i, 7), (size_t)PQgetlength(res, i, 7));
-		add_str_field(&sb, "createdAt", PQgetvalue(res, i, 8));
-		add_str_field(&sb, "partitionId", PQgetvalue(res, i, 0));
-		add_str_field(&sb, "partition", PQgetvalue(res, i, 1));
-		add_str_field(&sb, "queue", PQgetvalue(res, i, 2));
-		sb_adds(&sb, ",\"offset\":");
+		sb_adds(&sb, ",\"createdAt\":\"");
+		sb_adds(&sb, PQgetvalue(res, i, 8));
+		sb_addc(&sb, '"');
+		sb_add(&sb, part.buf, part.len);
 		sb_adds(&sb, PQgetvalue(res, i, 3));
-		add_str_field(&sb, "leaseId", lease);
-		add_str_field(&sb, "consumerGroup", j->group);
+		sb_add(&sb, tail.buf, tail.len);
 		if (!PQgetisnull(res, i, 13))
 			add_str_field(&sb, "producerSub", PQgetvalue(res, i, 13));
 		sb_adds(&sb, ",\"deliveryAttempt\":");
 		sb_adds(&sb, PQgetvalue(res, i, 9));
 		sb_addc(&sb, '}');
 	}
+	sb_free(&part);
+	sb_free(&tail);
 	sb_addc(&sb, ']');
 	if (j->autopilot && (!j->batch_sent || !j->partitions_sent))
 		sb_addf(&sb, ",\"autopilot\":{\"partitions\":%d,\"batch\":%lld}", autop_w,
@@ -330,12 +352,15 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 			 * the pop may claim, as last seen: SQL tries the claim of cursors that
 			 * exist alone first, a statement of half the cost of the one that also
 			 * writes first cursors. */
+			char id[UUID_STR_LEN];
+
 			held = 1;
 			sb_addc(&cand_sb, '{');
 			for (int i = 0; i < offer; i++) {
 				if (i)
 					sb_addc(&cand_sb, ',');
-				sb_adds(&cand_sb, cands[i].id);
+				uuid_format(cands[i].id, id);
+				sb_add(&cand_sb, id, UUID_STR_LEN - 1);
 				if (i < parts)
 					held &= cands[i].held;
 			}

@@ -1222,7 +1222,7 @@ offer(struct pq_part *p, uint64_t gh, int64_t now, struct pidx_cand *out, int *n
 	int64_t block, np = pending(p, gh, now, &block, &held);
 
 	if (np > 0) {
-		uuid_format(p->id, out[*n].id);
+		memcpy(out[*n].id, p->id, sizeof(out[*n].id));
 		out[*n].backlog = np;
 		out[*n].held = held;
 		(*n)++;

@@ -117,7 +117,7 @@ void pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions
  * Consecutive calls start max partitions apart, and one further on at each lap of the
  * queue's partitions. */
 struct pidx_cand {
-	char id[UUID_STR_LEN];
+	uint8_t id[16];		/* binary: a pop formats only the candidates it sends */
 	int64_t backlog;	/* offsets the group has to read there as last seen (the whole
 				 * log for a group the index has not seen on it) */
 	int held;		/* the group has a cursor row there, as last seen */

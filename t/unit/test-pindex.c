@@ -3,6 +3,7 @@
  * that brings every partition first in turn. */
 #include "pindex.h"
 #include "tap.h"
+#include "uuid.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +14,21 @@
 
 static char pids[NPARTS][UUID_STR_LEN];
 
+/* The text form of a candidate's id (a static buffer). */
+static const char *
+cid(const struct pidx_cand *c)
+{
+	static char s[UUID_STR_LEN];
+
+	uuid_format(c->id, s);
+	return s;
+}
+
 static int
 find(const struct pidx_cand *c, int n, const char *pid)
 {
 	for (int i = 0; i < n; i++)
-		if (strcmp(c[i].id, pid) == 0)
+		if (strcmp(cid(&c[i]), pid) == 0)
 			return i;
 	return -1;
 }
@@ -77,7 +88,7 @@ main(void)
 	ok(n == NPARTS && k == 0, "another group's cursors are its own");
 
 	n = pidx_candidates("q", "p0", gh, c, 16, &recheck);
-	ok(n == 1 && strcmp(c[0].id, pids[0]) == 0 && c[0].held, "a named partition");
+	ok(n == 1 && strcmp(cid(&c[0]), pids[0]) == 0 && c[0].held, "a named partition");
 	n = pidx_candidates("q", "p1", gh, c, 16, &recheck);
 	is_int(n, 0, "a named partition read to the end: none");
 
@@ -88,7 +99,7 @@ main(void)
 		pidx_cursor(pids[i], gh, 0, 0);
 	for (i = 0; i < 10; i++) {
 		n = pidx_candidates("q", NULL, gh, c, 8, &recheck);
-		if (n > 0 && (k = (int)strtol(c[0].id + 34, NULL, 10)) >= 0 && k < NPARTS)
+		if (n > 0 && (k = (int)strtol(cid(&c[0]) + 34, NULL, 10)) >= 0 && k < NPARTS)
 			distinct += first[k]++ == 0;
 	}
 	ok(distinct >= 8, "ten pops start at %d of 10 partitions", distinct);
