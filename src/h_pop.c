@@ -256,11 +256,10 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	add_str_field(&tail, "leaseId", lease);
 	add_str_field(&tail, "consumerGroup", j->group);
 	sb_init(&part);
-	last_pid = NULL;
 	for (int i = 0; i < rows; i++) {
 		const char *pid = PQgetvalue(res, i, 0);
 
-		if (!last_pid || strcmp(pid, last_pid) != 0) {
+		if (i == 0 || strcmp(pid, PQgetvalue(res, i - 1, 0)) != 0) {
 			sb_reset(&part);
 			sb_adds(&part, ",\"partitionId\":\"");
 			sb_adds(&part, pid);
@@ -268,7 +267,6 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 			add_str_field(&part, "partition", PQgetvalue(res, i, 1));
 			add_str_field(&part, "queue", PQgetvalue(res, i, 2));
 			sb_adds(&part, ",\"offset\":");
-			last_pid = pid;
 		}
 		sb_adds(&sb, i ? ",{\"id\":\"" : "{\"id\":\"");
 		sb_adds(&sb, PQgetvalue(res, i, 4));

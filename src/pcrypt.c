@@ -475,7 +475,6 @@ pcrypt_reveal_sb(struct strbuf *sb, const char *text, size_t len)
  * values are user data, walked no further. */
 #define REVEAL_DEPTH 16
 
-
 /* Walks the value at the scanner: every envelope found is appended to out in revealed form,
  * after the text of the document from *copied up to it. 0, or -1 on invalid JSON. */
 static int
