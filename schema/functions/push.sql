@@ -3,7 +3,11 @@
 -- Fill the NULL elements of p_pid from (queue, partition) names, creating queues (lease_time
 -- 60, labels from the name) and partitions that do not exist.  Creation goes in name order
 -- and ON CONFLICT DO NOTHING, so concurrent creators neither fail nor deadlock; the reselect
--- is a new statement and sees the winner's rows.
+-- is a new statement and sees the winner's rows.  The partitions that exist already are left
+-- to ON CONFLICT, which probes the unique index on (queue_id, name) exactly: a NOT EXISTS
+-- probe before it was planned once (generic plan) as an index scan on queue_id alone with the
+-- name as a filter, every new name a scan of all its queue's partitions (12 s for a push of
+-- 800 new partitions into a queue of 10,000).
 CREATE FUNCTION queen_resolve_partitions(p_pid uuid[], p_queue text[], p_partition text[])
 RETURNS uuid[]
 LANGUAGE plpgsql AS $$
@@ -34,7 +38,6 @@ BEGIN
 	INSERT INTO queen_partitions (queue_id, name)
 	SELECT q.id, w.pn
 	FROM w JOIN queen_queues q ON q.name = w.qn
-	WHERE NOT EXISTS (SELECT 1 FROM queen_partitions x WHERE x.queue_id = q.id AND x.name = w.pn)
 	ORDER BY 1, 2
 	ON CONFLICT (queue_id, name) DO NOTHING;
 
