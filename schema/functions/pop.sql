@@ -16,6 +16,32 @@
 CREATE FUNCTION queen_cursor_lock_class() RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 515176 $$;
 
+-- The messages at offsets (p_after, p_upto] of a partition, in offset order: the slices of
+-- the segments that hold them.  Both pop statements read their leases through it.  It is one
+-- SELECT of LANGUAGE sql, STABLE: the planner inlines it into the calling statement, so that
+-- it costs what the same text written out there costs (no function call, no tuple store).
+CREATE FUNCTION queen_segment_slice(p_pid uuid, p_after bigint, p_upto bigint)
+RETURNS TABLE (off bigint, message_id uuid, txn_id text, trace_id text, payload text,
+	       created_at timestamptz, producer_sub text)
+LANGUAGE sql STABLE AS $$
+	SELECT s.base_offset + r.lo - 1 + generate_series(0, r.hi - r.lo),
+	       unnest(s.ids[r.lo:r.hi]), unnest(s.txn_ids[r.lo:r.hi]),
+	       unnest(s.trace_ids[r.lo:r.hi]), unnest(s.payloads[r.lo:r.hi]), s.created_at,
+	       unnest(s.producer_subs[r.lo:r.hi])
+	FROM queen_segments s
+	CROSS JOIN LATERAL (
+		SELECT greatest(p_after + 1 - s.base_offset + 1, 1) AS lo,
+		       least(p_upto, s.end_offset) - s.base_offset + 1 AS hi) r
+	WHERE s.partition_id = p_pid
+	  AND s.base_offset <= p_upto
+	  AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
+					 FROM queen_segments s0
+					 WHERE s0.partition_id = p_pid
+					   AND s0.base_offset <= p_after + 1),
+					p_after + 1 - 999)
+	  AND s.end_offset > p_after
+$$;
+
 -- The claim of the group's cursors that exist among p_cand (in that order, SKIP LOCKED, the
 -- conditions rechecked on the locked row version), their leases under p_lease (or the commit
 -- when p_auto), and the slices of the segments the leases cover: queen_pop's rows.  A pop in
@@ -92,30 +118,11 @@ BEGIN
 			  c.committed AS cmt, c.attempt_count AS att,
 			  c.lease_expires_at AS lexp
 	)
-	SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
-	       z.created_at, z.att, z.cmt, z.lend, z.lexp, z.sub
-	FROM (SELECT upd.o, upd.pid, upd.pname, upd.qname,
-		     s.base_offset + r.lo - 1 AS first, s.created_at, upd.att, upd.cmt,
-		     upd.lend, upd.lexp,
-		     generate_series(0, r.hi - r.lo) AS k,
-		     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
-		     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
-		     unnest(s.payloads[r.lo:r.hi]) AS payload,
-		     unnest(s.producer_subs[r.lo:r.hi]) AS sub
-	      FROM upd
-	      JOIN queen_segments s ON s.partition_id = upd.pid
-		AND s.base_offset <= upd.base + upd.take
-		AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
-					       FROM queen_segments s0
-					       WHERE s0.partition_id = upd.pid
-						 AND s0.base_offset <= upd.base + 1),
-					      upd.base + 1 - 999)
-		AND s.end_offset > upd.base
-	      CROSS JOIN LATERAL (
-			SELECT greatest(upd.base + 1 - s.base_offset + 1, 1) AS lo,
-			       least(upd.base + upd.take, s.end_offset) - s.base_offset + 1
-			       AS hi) r) z
-	ORDER BY z.o, 4;
+	SELECT upd.pid, upd.pname, upd.qname, m.off, m.message_id, m.txn_id, m.trace_id,
+	       m.payload, m.created_at, upd.att, upd.cmt, upd.lend, upd.lexp, m.producer_sub
+	FROM upd
+	CROSS JOIN LATERAL queen_segment_slice(upd.pid, upd.base, upd.base + upd.take) m
+	ORDER BY upd.o, m.off;
 END
 $$;
 
@@ -303,30 +310,11 @@ BEGIN
 			WHERE qt.fresh AND qt.take > 0
 			  AND qt.pid = ANY ((SELECT array_agg(ins.partition_id) FROM ins)::uuid[])
 		)
-		SELECT z.pid, z.pname, z.qname, z.first + z.k, z.mid, z.txn, z.trace, z.payload,
-		       z.created_at, z.att, z.cmt, z.lend, z.lexp, z.sub
-		FROM (SELECT got.o, got.pid, got.pname, got.qname,
-			     s.base_offset + r.lo - 1 AS first, s.created_at, got.att, got.cmt,
-			     got.lend, got.lexp,
-			     generate_series(0, r.hi - r.lo) AS k,
-			     unnest(s.ids[r.lo:r.hi]) AS mid, unnest(s.txn_ids[r.lo:r.hi]) AS txn,
-			     unnest(s.trace_ids[r.lo:r.hi]) AS trace,
-			     unnest(s.payloads[r.lo:r.hi]) AS payload,
-			     unnest(s.producer_subs[r.lo:r.hi]) AS sub
-		      FROM got
-		      JOIN queen_segments s ON s.partition_id = got.pid
-			AND s.base_offset <= got.base + got.take
-			AND s.base_offset >= coalesce((SELECT max(s0.base_offset)
-						       FROM queen_segments s0
-						       WHERE s0.partition_id = got.pid
-							 AND s0.base_offset <= got.base + 1),
-						      got.base + 1 - 999)
-			AND s.end_offset > got.base
-		      CROSS JOIN LATERAL (
-				SELECT greatest(got.base + 1 - s.base_offset + 1, 1) AS lo,
-				       least(got.base + got.take, s.end_offset) - s.base_offset + 1
-				       AS hi) r) z
-		ORDER BY z.o, 4;
+		SELECT got.pid, got.pname, got.qname, m.off, m.message_id, m.txn_id, m.trace_id,
+		       m.payload, m.created_at, got.att, got.cmt, got.lend, got.lexp, m.producer_sub
+		FROM got
+		CROSS JOIN LATERAL queen_segment_slice(got.pid, got.base, got.base + got.take) m
+		ORDER BY got.o, m.off;
 		IF FOUND THEN
 			RETURN;
 		END IF;
