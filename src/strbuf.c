@@ -2,6 +2,7 @@
  * JSON string literals and PostgreSQL array-literal elements. */
 #include "strbuf.h"
 #include "qassert.h"
+#include "uuid.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -191,11 +192,11 @@ sb_add_be32(struct strbuf *sb, uint32_t v)
 }
 
 void
-sb_pgbin_text_array(struct strbuf *sb, size_t n)
+sb_pgbin_array(struct strbuf *sb, size_t n, uint32_t elem_oid)
 {
 	sb_add_be32(sb, 1);		/* dimensions */
 	sb_add_be32(sb, 0);		/* has-null flag: array_recv finds the NULLs itself */
-	sb_add_be32(sb, 25);		/* element type: text (TEXTOID) */
+	sb_add_be32(sb, elem_oid);	/* element type */
 	sb_add_be32(sb, (uint32_t)n);	/* length of the dimension */
 	sb_add_be32(sb, 1);		/* lower bound */
 }
@@ -212,4 +213,18 @@ sb_pgbin_text_elem(struct strbuf *sb, const char *s)
 	n = strlen(s);
 	sb_add_be32(sb, (uint32_t)n);
 	sb_add(sb, s, n);
+}
+
+void
+sb_pgbin_uuid_elem(struct strbuf *sb, const char *s)
+{
+	uint8_t b[16];
+
+	if (!s) {
+		sb_add_be32(sb, UINT32_MAX);
+		return;
+	}
+	QASSERT(uuid_parse(s, b) == 0);
+	sb_add_be32(sb, 16);
+	sb_add(sb, (const char *)b, 16);
 }

@@ -30,11 +30,16 @@ void sb_add_pgelem(struct strbuf *sb, const char *s);
 /* The same as the next element of the array literal being built in sb (opened with '{'): a
  * comma before it unless it is the first. */
 void sb_add_pgnext(struct strbuf *sb, const char *s);
-/* A one-dimensional PostgreSQL text[] in binary wire format (what array_recv reads), for a
- * parameter sent with format 1: no escaping on either side, each element length-prefixed.
- * sb_pgbin_text_array writes the header of an array of n elements; then sb_pgbin_text_elem
- * appends each element in order (NULL = SQL NULL).  sb->len is the parameter's length. */
-void sb_pgbin_text_array(struct strbuf *sb, size_t n);
+/* A one-dimensional PostgreSQL array in binary wire format (what array_recv reads), for a
+ * parameter sent with format 1: no escaping or parsing on either side, each element
+ * length-prefixed.  sb_pgbin_array writes the header of an array of n elements of the type
+ * (PG_TEXTOID or PG_UUIDOID); then sb_pgbin_text_elem or sb_pgbin_uuid_elem appends each
+ * element in order (NULL = SQL NULL; a uuid as canonical text, which must be valid).
+ * sb->len is the parameter's length. */
+#define PG_TEXTOID 25
+#define PG_UUIDOID 2950
+void sb_pgbin_array(struct strbuf *sb, size_t n, uint32_t elem_oid);
 void sb_pgbin_text_elem(struct strbuf *sb, const char *s);
+void sb_pgbin_uuid_elem(struct strbuf *sb, const char *s);
 
 #endif

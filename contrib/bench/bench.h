@@ -300,9 +300,10 @@ struct push_run {
 /* Pushes with `nconns` connections; returns queued messages per second. */
 double push_run(struct push_run *ph, int nconns, double *elapsed);
 /* One push figure of --duration: `batch` items a request from `nconns` connections over
- * `nparts` partitions of a queue of its own; `target` is appended to the note; the run's
- * counters are copied to *out when given (its samples are freed).  Returns msg/s. */
-double push_figure(int batch, int nconns, const struct payload *pl, int nparts,
+ * `nparts` partitions of a queue of its own, each item with a transactionId when `txn_ids`
+ * (the queue's dedup window is on); `target` is appended to the note; the run's counters
+ * are copied to *out when given (its samples are freed).  Returns msg/s. */
+double push_figure(int batch, int nconns, const struct payload *pl, int nparts, bool txn_ids,
 		   const char *label, const char *target, struct push_run *out);
 /* A push capacity of 1 KiB items: `fig` when an earlier phase measured it (> 0), else
  * push_figure for at most 5 s.  Returns msg/s. */

@@ -167,7 +167,7 @@ long push_fill(const char *queue, int nparts, long count, const struct payload *
 	return fill.queued;
 }
 
-double push_figure(int batch, int nconns, const struct payload *pl, int nparts,
+double push_figure(int batch, int nconns, const struct payload *pl, int nparts, bool txn_ids,
 		   const char *label, const char *target, struct push_run *out)
 {
 	struct push_run ph = { 0 };
@@ -178,7 +178,10 @@ double push_figure(int batch, int nconns, const struct payload *pl, int nparts,
 	snprintf(queue, sizeof(queue), "bench-%s-push-b%d-%s-%dp", run_id, batch, pl->tag, nparts);
 	if (nconns != (batch == 1 ? PUSH_SMALL_CONNS : PUSH_BIG_CONNS))
 		snprintf(queue + strlen(queue), sizeof(queue) - strlen(queue), "-%dc", nconns);
+	if (txn_ids)
+		snprintf(queue + strlen(queue), sizeof(queue) - strlen(queue), "-txn");
 	ph.queue = queue;
+	ph.txn_ids = txn_ids;
 	ph.batch = batch;
 	ph.nparts = nparts;
 	ph.pl = pl;
@@ -207,7 +210,7 @@ double push_capacity(double fig, int batch, int nconns, int nparts, const char *
 	if (fig > 0)
 		return fig;
 	opt.duration = d < 5 ? d : 5;
-	c = push_figure(batch, nconns, &payloads[1], nparts, label, NULL, NULL);
+	c = push_figure(batch, nconns, &payloads[1], nparts, false, label, NULL, NULL);
 	opt.duration = d;
 	return c;
 }
@@ -218,5 +221,5 @@ void phase_push(int batch, int nconns, const struct payload *pl, int nparts)
 	char label[64];
 
 	snprintf(label, sizeof(label), "push b%d %s %dp", batch, base_name[pl->base], nparts);
-	push_figure(batch, nconns, pl, nparts, label, NULL, NULL);
+	push_figure(batch, nconns, pl, nparts, false, label, NULL, NULL);
 }

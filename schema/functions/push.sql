@@ -120,42 +120,70 @@ BEGIN
 	END IF;
 
 	IF v_keys THEN
-		-- Dedup keys where the queue's window is on; the first item with a key wins
-		-- over its in-call repeats.
-		SELECT array_agg(k.key ORDER BY k.o),
-		       array_agg(CASE WHEN k.fi <> k.o THEN k.fi::int END ORDER BY k.o),
-		       array_agg(k.fi <> k.o ORDER BY k.o)
-		INTO v_key, v_first, v_skip
-		FROM (SELECT u.o, x.key,
-			     CASE WHEN x.key IS NULL THEN u.o ELSE first_value(u.o) OVER (
-				PARTITION BY u.pid, x.key ORDER BY u.o) END AS fi
-		      FROM unnest(v_pid, p_txn) WITH ORDINALITY AS u (pid, txn, o)
-		      LEFT JOIN queen_partitions p ON p.id = u.pid
-		      LEFT JOIN queen_queues q ON q.id = p.queue_id
-		      CROSS JOIN LATERAL (SELECT CASE WHEN u.txn IS NOT NULL
-					AND q.dedup_window_seconds > 0
-					THEN queen_txn_key(u.txn) END AS key) x) k;
+		-- Dedup keys where the queue's window is on.  The windows are read for the
+		-- call's partitions by their ids (a join of every item with queen_partitions
+		-- was planned as a scan of the whole table).
+		SELECT array_agg(CASE WHEN u.txn IS NOT NULL AND w.win > 0
+				 THEN queen_txn_key(u.txn) END ORDER BY u.o)
+		INTO v_key
+		FROM unnest(v_pid, p_txn) WITH ORDINALITY AS u (pid, txn, o)
+		LEFT JOIN (SELECT p.id, q.dedup_window_seconds AS win
+			   FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+			   WHERE p.id = ANY (v_pid)) w ON w.id = u.pid;
+		-- The first item with a key wins over its in-call repeats (rare: looked for
+		-- by hashing before anything is sorted).
+		IF EXISTS (SELECT 1 FROM unnest(v_pid, v_key) AS u (pid, key)
+			   WHERE u.key IS NOT NULL GROUP BY u.pid, u.key HAVING count(*) > 1) THEN
+			SELECT array_agg(CASE WHEN k.fi <> k.o THEN k.fi::int END ORDER BY k.o),
+			       array_agg(k.fi <> k.o ORDER BY k.o)
+			INTO v_first, v_skip
+			FROM (SELECT u.o, CASE WHEN u.key IS NULL THEN u.o ELSE first_value(u.o)
+					OVER (PARTITION BY u.pid, u.key ORDER BY u.o) END AS fi
+			      FROM unnest(v_pid, v_key) WITH ORDINALITY AS u (pid, key, o)) k;
+		ELSE
+			v_skip := array_fill(false, ARRAY[v_n]);
+		END IF;
 	END IF;
 
 	IF array_remove(v_key, NULL) <> '{}' THEN
-		-- Lock, then claim the keys.  ON CONFLICT sees the newest committed rows
-		-- whatever the snapshot: a key live within its window is not claimed (its item
-		-- is a duplicate), an expired one is taken over.  Offsets assume no committed
-		-- duplicate; the slow path below corrects them.
+		-- Lock, then claim the keys.  Under the partition locks no other push can
+		-- write these partitions' keys, and this statement's snapshot (taken after the
+		-- locks) sees every key committed before: a key not found is inserted plainly.
+		-- A key found live within its window is not claimed (its item is a duplicate);
+		-- an expired one is taken over by ON CONFLICT, which sees the newest committed
+		-- row (retention may be deleting it).  Offsets assume no committed duplicate;
+		-- the slow path below corrects them.
 		PERFORM 1 FROM (SELECT p.id FROM queen_partitions p WHERE p.id = ANY (v_pid)
 				ORDER BY p.id FOR UPDATE) l;
-		WITH r AS (
+		WITH p AS MATERIALIZED (
+			SELECT p.id, p.next_offset, make_interval(secs => q.dedup_window_seconds)
+				AS win
+			FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+			WHERE p.id = ANY (v_pid)
+		), r AS (
 			SELECT u.pid, u.mid, u.key,
 			       row_number() OVER (PARTITION BY u.pid ORDER BY u.o) - 1 AS rel
 			FROM unnest(v_pid, p_id, v_key, v_skip) WITH ORDINALITY
 				AS u (pid, mid, key, skip, o)
 			WHERE NOT u.skip
+		), k AS MATERIALIZED (
+			SELECT r.pid, r.key, r.mid, p.next_offset + r.rel AS off, p.win,
+			       d.created_at AS held_at
+			FROM r JOIN p ON p.id = r.pid
+			LEFT JOIN LATERAL (
+				-- one probe of the primary key per key, whatever the plan
+				SELECT d.created_at FROM queen_dedup d
+				WHERE d.partition_id = r.pid AND d.txn_id = r.key LIMIT 1) d ON true
+			WHERE r.key IS NOT NULL
 		), ins AS (
+			INSERT INTO queen_dedup (partition_id, txn_id, message_id, off, created_at)
+			SELECT k.pid, k.key, k.mid, k.off, now() FROM k WHERE k.held_at IS NULL
+			RETURNING 1
+		), tk AS (
 			INSERT INTO queen_dedup AS d (partition_id, txn_id, message_id, off,
 						      created_at)
-			SELECT r.pid, r.key, r.mid, p.next_offset + r.rel, now()
-			FROM r JOIN queen_partitions p ON p.id = r.pid
-			WHERE r.key IS NOT NULL
+			SELECT k.pid, k.key, k.mid, k.off, now() FROM k
+			WHERE k.held_at <= now() - k.win
 			ON CONFLICT (partition_id, txn_id) DO UPDATE
 			SET message_id = excluded.message_id, off = excluded.off,
 			    created_at = excluded.created_at
@@ -165,9 +193,8 @@ BEGIN
 				WHERE p.id = d.partition_id)
 			RETURNING 1
 		)
-		SELECT (SELECT count(*) FROM ins),
-		       (SELECT count(*) FROM r JOIN queen_partitions p ON p.id = r.pid
-			WHERE r.key IS NOT NULL)
+		SELECT (SELECT count(*) FROM ins) + (SELECT count(*) FROM tk),
+		       (SELECT count(*) FROM k)
 		INTO v_acc, v_nkeys;
 
 		IF v_acc < v_nkeys THEN
