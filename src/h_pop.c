@@ -301,23 +301,30 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	req_reply_sb(r, 200, &sb);
 }
 
+/* What one try of a pop found. */
+struct pop_try {
+	int delivered;		/* answered 200 */
+	int had_candidates;	/* 0: the index knows of nothing deliverable */
+	int refused;		/* SQL claimed none of the candidates the index named, and said
+				 * where the group stands on each (learned); the index has more */
+	int64_t recheck_wall;	/* when a lease seen live lapses, or 0 */
+};
+
 static enum qe
-pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *had_candidates,
-	 int64_t *recheck_wall)
+pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 {
 	struct pidx_cand *cands = NULL;
 	struct strbuf cand_sb;
 	char lease_id[UUID_STR_LEN], batch[24], width[24], lease_s[24];
-	int n = -1, held = 0;
+	int n = -1, held = 0, more = 0;
 	int64_t parts = j->partitions;
 	int autop = j->autopilot && !j->partitions_sent;
 	uint64_t mark;
 	PGresult *res;
 	enum qe e;
 
-	*delivered = 0;
-	*had_candidates = 1;
-	*recheck_wall = 0;
+	memset(t, 0, sizeof(*t));
+	t->had_candidates = 1;
 	j->unknown = 0;
 	sb_init(&cand_sb);
 	if (j->queue) {
@@ -328,10 +335,10 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 
 		cands = malloc(sizeof(*cands) * (size_t)max);
 		QASSERT(cands != NULL);
-		n = pidx_candidates(j->queue, j->partition, j->gh, cands, max, recheck_wall);
+		n = pidx_candidates(j->queue, j->partition, j->gh, cands, max, &t->recheck_wall);
 		j->unknown = n < 0;
 		if (n == 0) {
-			*had_candidates = 0;
+			t->had_candidates = 0;
 			free(cands);
 			return QE_OK;
 		}
@@ -346,6 +353,8 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 
 			if (offer > n)
 				offer = n;
+			/* Others may be left beyond those offered (a scan stopped at max). */
+			more = n > offer || n == max;
 			/* The group holds a cursor on each of the first candidates, as many as
 			 * the pop may claim, as last seen: SQL tries the claim of cursors that
 			 * exist alone first, a statement of half the cost of the one that also
@@ -387,9 +396,10 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
 		return req_fail(r, e, "pop failed: database unavailable");
 	if (PQntuples(res) > 0 && PQgetisnull(res, 0, 3)) {
 		learn_cursors(j, res, mark);
+		t->refused = more;
 	} else if (PQntuples(res) > 0) {
 		render(r, j, res, lease_id, (int)parts);
-		*delivered = 1;
+		t->delivered = 1;
 	}
 	PQclear(res);
 	return QE_OK;
@@ -402,6 +412,9 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, int *delivered, int *ha
  * Parked pops of a new group on an old backlog thus cost PostgreSQL a trickle, not one query
  * each every second. */
 #define RECHECK_FIRST_MS 1000
+
+/* Tries of one pop whose candidates SQL refused (each on candidates further on). */
+#define POP_TRIES 3
 #define RECHECK_MAX_MS 8000
 #define RECHECK_UNKNOWN_MS 30000
 
@@ -410,16 +423,22 @@ h_pop_run(struct req *r, struct wk *w)
 {
 	struct pop_job *j = r->job;
 	uint64_t gen = lp_gen(j->queue, j->ns, j->task);
-	int delivered = 0, had_candidates = 1;
-	int64_t recheck_wall = 0;
+	struct pop_try t = { .had_candidates = 1 };
 	struct lp_filter f;
-	/* Pop maintenance (h_system.c): deliver nothing; a long-poll waits on, looking again at
-	 * its rechecks, so it delivers soon after the switch is turned off. */
-	enum qe e = h_system_pops_paused() ? QE_OK :
-		    pop_once(r, j, w, &delivered, &had_candidates, &recheck_wall);
+	enum qe e = QE_OK;
 
-	if (e != QE_OK || delivered)
-		return e;
+	/* Pop maintenance (h_system.c): deliver nothing; a long-poll waits on, looking again at
+	 * its rechecks, so it delivers soon after the switch is turned off.  SQL refuses
+	 * candidates that concurrent pops took or whose state the index had not seen (a lease
+	 * of another broker's pop): it has said where the group stands on them, and the index,
+	 * having learned it, offers others, from further on, at the next try. */
+	for (int tries = 0; !h_system_pops_paused() && tries < POP_TRIES; tries++) {
+		e = pop_once(r, j, w, &t);
+		if (e != QE_OK || t.delivered)
+			return e;
+		if (!t.refused)
+			break;
+	}
 	if (!j->wait || now_ms() >= j->deadline_ms) {
 		req_reply(r, 204, NULL, 0);
 		return QE_OK;
@@ -430,10 +449,10 @@ h_pop_run(struct req *r, struct wk *w)
 	f.group_hash = j->gh;
 	f.deadline_ms = j->deadline_ms;
 	f.admitted = j->parked;
-	if (recheck_wall) {
+	if (t.recheck_wall) {
 		/* A lease lapses then: exactly when it becomes claimable. */
-		f.recheck_ms = now_ms() + (recheck_wall - wall_ms()) + 5;
-	} else if (!had_candidates) {
+		f.recheck_ms = now_ms() + (t.recheck_wall - wall_ms()) + 5;
+	} else if (!t.had_candidates) {
 		/* The index knows there is nothing: only a push (a wake) can change that. */
 		f.recheck_ms = 0;
 	} else {

@@ -74,4 +74,21 @@ subtest 'consumers on both brokers never share a message' => sub {
 	is_deeply([ grep { $count{$_} > 1 } sort keys %count ], [], 'none twice');
 };
 
+subtest "leases taken through the other broker: a pop tries other partitions, not 204" => sub {
+	# B leases 15 of 16 partitions for a group; A's index has not seen them leased, so its
+	# first candidates are leased ones. SQL refuses them without reading every partition
+	# of the queue, and A, having learned the leases, offers the rest at its next try.
+	$A->push_n('spread', 1, partition => "s$_", prefix => "s$_") for 1 .. 16;
+	my ($s, $b) = $B->pop('spread', consumerGroup => 'sg', subscriptionMode => 'all',
+		partitions => 15, batch => 15);
+	is(scalar @{ $b->{messages} // [] }, 15, 'B leases 15 partitions');
+	my %leased = map { $_->{partition} => 1 } @{ $b->{messages} };
+	my ($s2, $b2) = $A->pop('spread', consumerGroup => 'sg');
+	is($s2, 200, 'A delivers');
+	my @free = grep { !$leased{$_} } map { "s$_" } 1 .. 16;
+	is($b2->{partition}, $free[0], 'the one partition B did not lease');
+	($s2) = $A->pop('spread', consumerGroup => 'sg');
+	is($s2, 204, 'then nothing: the rest is leased');
+};
+
 done_testing;

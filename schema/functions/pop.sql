@@ -363,11 +363,11 @@ BEGIN
 	END IF;
 
 	-- Candidate partitions, in the order they are to be tried: first the broker's list (the
-	-- claim below keeps those of the queues and partition asked for); when nothing of it
-	-- can be claimed, or the broker has none, every partition holding data that has no
-	-- cursor of the group or one with work and no live lease, least recently served first.
-	-- The index is a cache: a partition it does not know the group's state on (a cursor
-	-- the group has not got yet) must not hide data elsewhere.
+	-- claim below keeps those of the queues and partition asked for); when the broker has
+	-- none, or named some that are not partitions of the queues, every partition holding
+	-- data that has no cursor of the group or one with work and no live lease, least
+	-- recently served first.  The index is a cache: a partition it does not know the
+	-- group's state on (a cursor the group has not got yet) must not hide data elsewhere.
 	v_claim := '{}';
 	FOR v_src IN 1 .. 2 LOOP
 		IF v_src = 1 THEN
@@ -376,6 +376,27 @@ BEGIN
 			CONTINUE WHEN p_candidates IS NULL OR (v_met AND v_missing = 0);
 			v_cand := p_candidates;
 		ELSE
+			-- None of the candidates the broker's index named could be claimed.  When
+			-- each is a partition of the queues (and the partition) asked for whose
+			-- cursor of the group exists, or is being written by a concurrent pop
+			-- (its try-lock is held), they are leased, taken or read already: the
+			-- rows below say so, and the broker's next try is offered others.  The
+			-- scan of every partition is for the rest: an index that knows nothing
+			-- of the queues, names partitions that are gone (a queue deleted and
+			-- created again) or has not seen the group where it has not written a
+			-- cursor (first contact).  Over 100,000 partitions it reads 0.6 s.
+			EXIT WHEN p_candidates IS NOT NULL AND NOT EXISTS (
+				SELECT 1 FROM unnest(p_candidates) AS u (pid)
+				LEFT JOIN queen_partitions p ON p.id = u.pid
+					AND p.queue_id = ANY (v_queues)
+					AND (p_partition IS NULL OR p.name = p_partition)
+				WHERE p.id IS NULL
+				   OR CASE WHEN EXISTS (SELECT 1 FROM queen_cursors c
+							WHERE c.partition_id = u.pid
+							  AND c.group_name = v_group)
+					   THEN false
+					   ELSE pg_try_advisory_xact_lock(queen_cursor_lock_class(),
+						hashtext(u.pid::text || v_group)) END);
 			v_cand := NULL;
 			v_missing := 0;
 			SELECT array_agg(p.id ORDER BY c.updated_at NULLS FIRST, p.id),
