@@ -353,8 +353,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 
 			if (offer > n)
 				offer = n;
-			/* Others may be left beyond those offered (a scan stopped at max). */
-			more = n > offer || n == max;
+			more = n > offer;
 			/* The group holds a cursor on each of the first candidates, as many as
 			 * the pop may claim, as last seen: SQL tries the claim of cursors that
 			 * exist alone first, a statement of half the cost of the one that also

@@ -75,20 +75,35 @@ subtest 'consumers on both brokers never share a message' => sub {
 };
 
 subtest "leases taken through the other broker: a pop tries other partitions, not 204" => sub {
-	# B leases 15 of 16 partitions for a group; A's index has not seen them leased, so its
-	# first candidates are leased ones. SQL refuses them without reading every partition
-	# of the queue, and A, having learned the leases, offers the rest at its next try.
-	$A->push_n('spread', 1, partition => "s$_", prefix => "s$_") for 1 .. 16;
-	my ($s, $b) = $B->pop('spread', consumerGroup => 'sg', subscriptionMode => 'all',
-		partitions => 15, batch => 15);
-	is(scalar @{ $b->{messages} // [] }, 15, 'B leases 15 partitions');
-	my %leased = map { $_->{partition} => 1 } @{ $b->{messages} };
-	my ($s2, $b2) = $A->pop('spread', consumerGroup => 'sg');
-	is($s2, 200, 'A delivers');
-	my @free = grep { !$leased{$_} } map { "s$_" } 1 .. 16;
-	is($b2->{partition}, $free[0], 'the one partition B did not lease');
-	($s2) = $A->pop('spread', consumerGroup => 'sg');
-	is($s2, 204, 'then nothing: the rest is leased');
+	# B leases 1,000 of 1,100 partitions for a group; A's index has not seen them leased, so
+	# its candidates are mostly leased ones. On a queue this large SQL refuses them without
+	# reading every partition, and A, having learned the leases, offers others at its next
+	# try, until the 100 B left are read.
+	my @items = map { +{ queue => 'spread', partition => "s$_", transactionId => "s$_" } }
+		1 .. 1100;
+	my ($ps) = $A->push_items(@items);
+	is($ps, 201, '1,100 partitions of one message');
+	my %leased;
+	for (1 .. 4) {
+		my ($s, $b) = $B->pop('spread', consumerGroup => 'sg', subscriptionMode => 'all',
+			partitions => 250, batch => 250);
+		$leased{ $_->{partition} }++ for @{ $b->{messages} // [] };
+	}
+	is(scalar(keys %leased), 1000, 'B leases 1,000 of them, in four pops');
+	my (%got, $empty);
+	for (1 .. 20) {
+		my ($s2, $b2) = $A->pop('spread', consumerGroup => 'sg', autopilot => 'true');
+		if ($s2 == 204) {
+			$empty++;
+			last;
+		}
+		$got{ $_->{partition} }++ for @{ $b2->{messages} };
+		$A->ack_all($b2);
+	}
+	is(scalar(keys %got), 100, 'A reads the 100 partitions B did not lease')
+		or diag(scalar(keys %got) . ' read');
+	is(scalar(grep { $leased{$_} } keys %got), 0, 'none that B leased');
+	is($empty, 1, 'then nothing: the rest is leased');
 };
 
 done_testing;
