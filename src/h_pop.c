@@ -411,11 +411,11 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
  * Parked pops of a new group on an old backlog thus cost PostgreSQL a trickle, not one query
  * each every second. */
 #define RECHECK_FIRST_MS 1000
+#define RECHECK_MAX_MS 8000
+#define RECHECK_UNKNOWN_MS 30000
 
 /* Tries of one pop whose candidates SQL refused (each on candidates further on). */
 #define POP_TRIES 3
-#define RECHECK_MAX_MS 8000
-#define RECHECK_UNKNOWN_MS 30000
 
 enum qe
 h_pop_run(struct req *r, struct wk *w)
