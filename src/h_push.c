@@ -316,38 +316,51 @@ h_push_prepare(struct req *r)
  * (array_in and uuid_in were 6% of a push's database CPU). */
 #define PUSH_PAYLOADS 6
 
-/* Builds the parameter arrays of queen_push for the items. */
-static void
-build_params(struct push_item *const *items, size_t n, struct strbuf sb[8])
+void
+h_push_params_begin(struct strbuf *const sb[PUSH_PARAMS], size_t n, size_t payload_bytes)
 {
-	size_t bytes = 20;
-
-	for (int k = 0; k < 8; k++) {
-		sb_init(&sb[k]);
-		sb_pgbin_array(&sb[k], n, k == 0 || k == 3 ? PG_UUIDOID : PG_TEXTOID);
-	}
+	for (int k = 0; k < PUSH_PARAMS; k++)
+		sb_pgbin_array(sb[k], n, k == 0 || k == 3 ? PG_UUIDOID : PG_TEXTOID);
 	/* The payload array at its final size at once. Grown by doubling, it was copied at
 	 * every step and rounded up to a power of two: a call of 140 KB of payloads (100
 	 * sealed ones) took 256 KiB, the mmap threshold, so every call mapped and faulted in
 	 * fresh pages. */
-	for (size_t i = 0; i < n; i++)
-		bytes += 4 + strlen(items[i]->payload);
-	sb_reserve(&sb[PUSH_PAYLOADS], bytes);
-	for (size_t i = 0; i < n; i++) {
-		const struct push_item *it = items[i];
-		char pid[UUID_STR_LEN];
-		int known = pidx_lookup(it->queue, it->partition, pid);
+	sb_reserve(sb[PUSH_PAYLOADS], payload_bytes + 4 * n);
+}
 
-		QASSERT(it->id[0] != '\0');
-		sb_pgbin_uuid_elem(&sb[0], known ? pid : NULL);
-		sb_pgbin_text_elem(&sb[1], it->queue);
-		sb_pgbin_text_elem(&sb[2], it->partition);
-		sb_pgbin_uuid_elem(&sb[3], it->id);
-		sb_pgbin_text_elem(&sb[4], it->txn);
-		sb_pgbin_text_elem(&sb[5], it->trace);
-		sb_pgbin_text_elem(&sb[PUSH_PAYLOADS], it->payload);
-		sb_pgbin_text_elem(&sb[7], it->sub);
+void
+h_push_params_add(struct strbuf *const sb[PUSH_PARAMS], const struct push_item *it)
+{
+	char pid[UUID_STR_LEN];
+	int known = pidx_lookup(it->queue, it->partition, pid);
+
+	QASSERT(it->id[0] != '\0');
+	sb_pgbin_uuid_elem(sb[0], known ? pid : NULL);
+	sb_pgbin_text_elem(sb[1], it->queue);
+	sb_pgbin_text_elem(sb[2], it->partition);
+	sb_pgbin_uuid_elem(sb[3], it->id);
+	sb_pgbin_text_elem(sb[4], it->txn);
+	sb_pgbin_text_elem(sb[5], it->trace);
+	sb_pgbin_text_elem(sb[PUSH_PAYLOADS], it->payload);
+	sb_pgbin_text_elem(sb[7], it->sub);
+}
+
+/* Builds the parameter arrays of queen_push for the items. */
+static void
+build_params(struct push_item *const *items, size_t n, struct strbuf sb[PUSH_PARAMS])
+{
+	struct strbuf *arr[PUSH_PARAMS];
+	size_t bytes = 0;
+
+	for (int k = 0; k < PUSH_PARAMS; k++) {
+		sb_init(&sb[k]);
+		arr[k] = &sb[k];
 	}
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(items[i]->payload);
+	h_push_params_begin(arr, n, bytes);
+	for (size_t i = 0; i < n; i++)
+		h_push_params_add(arr, items[i]);
 }
 
 /* Learns the partitions the push touched and wakes the parked pops of every queue once. */
@@ -383,21 +396,21 @@ note_result(PGresult *res, struct push_item *const *items, size_t n)
 enum qe
 h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int maybe_stored)
 {
-	struct strbuf sb[8];
-	const char *params[8];
-	int lengths[8], formats[8];
+	struct strbuf sb[PUSH_PARAMS];
+	const char *params[PUSH_PARAMS];
+	int lengths[PUSH_PARAMS], formats[PUSH_PARAMS];
 	PGresult *res;
 	enum qe e;
 
 	build_params(items, n, sb);
-	for (int k = 0; k < 8; k++) {
+	for (int k = 0; k < PUSH_PARAMS; k++) {
 		params[k] = sb[k].buf;
 		lengths[k] = (int)sb[k].len;
 		formats[k] = 1;
 	}
 	e = db_exec_fmt(db, maybe_stored ? SQL_SPOOL_PUSH : SQL_PUSH, params, lengths, formats,
 			&res, NULL);
-	for (int k = 0; k < 8; k++)
+	for (int k = 0; k < PUSH_PARAMS; k++)
 		sb_free(&sb[k]);
 	if (e != QE_OK)
 		return e;

@@ -4,6 +4,7 @@
 
 #include "errors.h"
 #include "router.h"
+#include "strbuf.h"
 #include "uuid.h"
 
 #include <jansson.h>
@@ -35,6 +36,16 @@ struct push_item {
  * thread. The transaction route parses its push items with it too. */
 enum qe h_push_parse_item(struct req *r, const char *list, size_t i, json_t *it,
 			  struct push_item *out);
+
+/* The parameter arrays of queen_push in binary wire format (strbuf.h), in its order:
+ * partition ids (NULL where the index does not know the partition), queues, partitions,
+ * message ids, transactionIds, traceIds, payloads, producerSubs. h_push_params_begin writes
+ * the headers of arrays of n items whose payloads total payload_bytes (reserved at once);
+ * h_push_params_add then appends each item (its id set) in order. The push and transaction
+ * routes both build theirs so. */
+#define PUSH_PARAMS 8
+void h_push_params_begin(struct strbuf *const sb[PUSH_PARAMS], size_t n, size_t payload_bytes);
+void h_push_params_add(struct strbuf *const sb[PUSH_PARAMS], const struct push_item *it);
 
 /* Stores n items (ids set) in one call of queen_push, one transaction, and sets each item's
  * status and message_id; learns the partitions in the index and wakes the pops parked on

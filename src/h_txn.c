@@ -336,19 +336,41 @@ h_txn_prepare(struct req *r)
 	return QE_OK;
 }
 
-/* The parameters of queen_txn for bundles jobs[0..n-1]: push items (7 arrays), acks (7), the
- * required leases (2), kv and timers (one element per bundle), the bases of the kv results.
- * Sets each job's offsets in the merged push and ack arrays. */
+/* The parameters of queen_txn that carry the push items: the eight arrays of queen_push
+ * (h_push_params_add), in binary. */
+static const int txn_push_param[PUSH_PARAMS] = { 0, 1, 2, 3, 4, 5, 6, 19 };
+
+static int
+txn_push_binary(int m)
+{
+	for (int k = 0; k < PUSH_PARAMS; k++)
+		if (txn_push_param[k] == m)
+			return 1;
+	return 0;
+}
+
+/* The parameters of queen_txn for bundles jobs[0..n-1]: push items (8 arrays, binary), acks
+ * (7), the required leases (2), kv and timers (one element per bundle), the bases of the kv
+ * results. Sets each job's offsets in the merged push and ack arrays. */
 static void
 build_params(struct txn_job **jobs, size_t n, struct strbuf sb[TXN_PARAMS], int *has_kv,
 	     int *has_timers)
 {
-	size_t np = 0, na = 0;
+	struct strbuf *push[PUSH_PARAMS];
+	size_t np = 0, na = 0, bytes = 0;
 
 	for (int m = 0; m < TXN_PARAMS; m++) {
 		sb_init(&sb[m]);
-		sb_addc(&sb[m], m == 16 || m == 17 ? '[' : '{');
+		if (!txn_push_binary(m))
+			sb_addc(&sb[m], m == 16 || m == 17 ? '[' : '{');
 	}
+	for (size_t b = 0; b < n; b++)
+		for (size_t i = 0; i < jobs[b]->np; i++, np++)
+			bytes += strlen(jobs[b]->push[i].payload);
+	for (int k = 0; k < PUSH_PARAMS; k++)
+		push[k] = &sb[txn_push_param[k]];
+	h_push_params_begin(push, np, bytes);
+	np = 0;
 	*has_kv = *has_timers = 0;
 	for (size_t b = 0; b < n; b++) {
 		struct txn_job *j = jobs[b];
@@ -358,19 +380,8 @@ build_params(struct txn_job **jobs, size_t n, struct strbuf sb[TXN_PARAMS], int 
 		j->poff = np;
 		j->aoff = na;
 		for (size_t i = 0; i < j->np; i++, np++) {
-			struct push_item *it = &j->push[i];
-			char pid[UUID_STR_LEN];
-			int known = pidx_lookup(it->queue, it->partition, pid);
-
-			uuid_v7(it->id);
-			sb_add_pgnext(&sb[0], known ? pid : NULL);
-			sb_add_pgnext(&sb[1], it->queue);
-			sb_add_pgnext(&sb[2], it->partition);
-			sb_add_pgnext(&sb[3], it->id);
-			sb_add_pgnext(&sb[4], it->txn);
-			sb_add_pgnext(&sb[5], it->trace);
-			sb_add_pgnext(&sb[6], it->payload);
-			sb_add_pgnext(&sb[19], it->sub);
+			uuid_v7(j->push[i].id);
+			h_push_params_add(push, &j->push[i]);
 		}
 		for (size_t i = 0; i < j->na; i++, na++) {
 			struct ack_item *it = &j->ack[i];
@@ -391,7 +402,8 @@ build_params(struct txn_job **jobs, size_t n, struct strbuf sb[TXN_PARAMS], int 
 		sb_addf(&sb[18], "%s%zu", b ? "," : "", j->nslots);
 	}
 	for (int m = 0; m < TXN_PARAMS; m++)
-		sb_addc(&sb[m], m == 16 || m == 17 ? ']' : '}');
+		if (!txn_push_binary(m))
+			sb_addc(&sb[m], m == 16 || m == 17 ? ']' : '}');
 }
 
 /* Turns the QT001 error of a one-bundle call into the verdict (schema/functions/transaction.sql has the detail). */
@@ -451,26 +463,30 @@ txn_exec(struct txn_job **jobs, size_t n, struct wk *w, PGresult **out)
 {
 	struct strbuf sb[TXN_PARAMS];
 	const char *params[TXN_PARAMS];
+	int lengths[TXN_PARAMS], formats[TXN_PARAMS];
 	enum txn_outcome o = TXN_DOWN;
 	int has_kv, has_timers;
 
 	*out = NULL;
 	build_params(jobs, n, sb, &has_kv, &has_timers);
-	for (int m = 0; m < TXN_PARAMS; m++)
+	for (int m = 0; m < TXN_PARAMS; m++) {
 		params[m] = sb[m].buf;
+		formats[m] = txn_push_binary(m);
+		lengths[m] = formats[m] ? (int)sb[m].len : 0;
+	}
 	params[16] = has_kv ? params[16] : NULL;
 	params[17] = has_timers ? params[17] : NULL;
 	for (int t = 1; t <= TXN_TRIES; t++) {
 		PGresult *res, *err;
 		const char *state, *msg;
 
-		if (db_exec_err(w->db, SQL_TXN, params, &res, &err) == QE_OK) {
+		if (db_exec_fmt(w->db, SQL_TXN, params, lengths, formats, &res, &err) == QE_OK) {
 			*out = res;
 			o = TXN_COMMITTED;
 			break;
 		}
 		if (!err)
-			break;		/* unreachable: db_exec_err logged it */
+			break;		/* unreachable: db_exec_fmt logged it */
 		state = PQresultErrorField(err, PG_DIAG_SQLSTATE);
 		msg = PQresultErrorField(err, PG_DIAG_MESSAGE_PRIMARY);
 		if (state && (strcmp(state, TXN_VERDICT_STATE) == 0 ||
