@@ -29,6 +29,7 @@ struct dbconn {
 	PGconn *pg;
 	int backoff_ms;
 	int64_t next_try_ms;
+	unsigned failed_at;	/* db_connects when its last attempt failed */
 };
 
 static _Atomic int db_own_pids[DB_MAX_OWN];
@@ -36,6 +37,12 @@ static _Atomic int db_own_pids[DB_MAX_OWN];
  * presumed dead too (a restarted server leaves them all broken, which libpq only notices on
  * their next use) and is reopened before it is used, instead of failing one request each. */
 static _Atomic unsigned db_epoch;
+/* Successful connects of every connection: one made since a connection's last failed attempt
+ * says the server is back, and that connection tries again at once rather than at the end of
+ * its backoff.  Otherwise a request handed to a worker still backing off when the server
+ * returns was refused though the server answered (an ack refused so leaves its lease to run
+ * out, and its partition waits that long). */
+static _Atomic unsigned db_connects;
 
 void
 db_invalidate_all(void)
@@ -180,7 +187,7 @@ db_ensure(struct dbconn *c)
 	if (c->pg && PQstatus(c->pg) == CONNECTION_OK && c->epoch == atomic_load(&db_epoch))
 		return QE_OK;
 	db_close(c);
-	if (now < c->next_try_ms)
+	if (now < c->next_try_ms && atomic_load(&db_connects) == c->failed_at)
 		return QE_DB;
 	c->pg = db_connect_raw();
 	if (!c->pg || db_setup(c) < 0) {
@@ -189,8 +196,10 @@ db_ensure(struct dbconn *c)
 		if (c->backoff_ms > DB_BACKOFF_MAX_MS)
 			c->backoff_ms = DB_BACKOFF_MAX_MS;
 		c->next_try_ms = now + c->backoff_ms;
+		c->failed_at = atomic_load(&db_connects);
 		return QE_DB;
 	}
+	atomic_fetch_add(&db_connects, 1);
 	c->backoff_ms = 0;
 	c->next_try_ms = 0;
 	c->epoch = atomic_load(&db_epoch);
