@@ -357,7 +357,7 @@ build_params(struct txn_job **jobs, size_t n, struct strbuf sb[TXN_PARAMS], int 
 	     int *has_timers)
 {
 	struct strbuf *push[PUSH_PARAMS];
-	size_t np = 0, na = 0, bytes = 0;
+	size_t np = 0, na = 0, items = 0, bytes = 0;
 
 	for (int m = 0; m < TXN_PARAMS; m++) {
 		sb_init(&sb[m]);
@@ -365,12 +365,11 @@ build_params(struct txn_job **jobs, size_t n, struct strbuf sb[TXN_PARAMS], int 
 			sb_addc(&sb[m], m == 16 || m == 17 ? '[' : '{');
 	}
 	for (size_t b = 0; b < n; b++)
-		for (size_t i = 0; i < jobs[b]->np; i++, np++)
+		for (size_t i = 0; i < jobs[b]->np; i++, items++)
 			bytes += strlen(jobs[b]->push[i].payload);
 	for (int k = 0; k < PUSH_PARAMS; k++)
 		push[k] = &sb[txn_push_param[k]];
-	h_push_params_begin(push, np, bytes);
-	np = 0;
+	h_push_params_begin(push, items, bytes);
 	*has_kv = *has_timers = 0;
 	for (size_t b = 0; b < n; b++) {
 		struct txn_job *j = jobs[b];

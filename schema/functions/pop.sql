@@ -386,7 +386,8 @@ BEGIN
 			-- are gone (a queue deleted and created again) or has not seen the group
 			-- where it has no cursor (first contact), and small queues, where it is
 			-- cheap and finds what the index has wrong.  Over 100,000 partitions with
-			-- nothing to deliver it reads 0.6 s.
+			-- nothing to deliver it reads 0.6 s.  A candidate's free try-lock is taken
+			-- by the test (as the claim would take it) and held to this pop's commit.
 			IF p_candidates IS NOT NULL
 			   AND (SELECT count(*) FROM (SELECT 1 FROM queen_partitions p
 						      WHERE p.queue_id = ANY (v_queues)
