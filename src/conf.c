@@ -126,6 +126,9 @@ static const struct conf_def conf_table[] = {
 	  "push batches running at once (waiting pushes join the next one), the shards "
 	  "by partition each batch is stored in at once, and the connections a spool "
 	  "replay uses at once" },
+	{ "QUEEN_BULK_NICE", NULL, CT_INT, F(bulk_nice), "10", 0, 19, NULL, 0, 0,
+	  "nice value of the threads that parse large bodies and store pushes too large to "
+	  "share a group commit (0: the workers do it at their own priority)" },
 	{ "QUEEN_INDEX_RESYNC_MS", NULL, CT_INT, F(index_resync_ms), "10000", 100, 86400000,
 	  NULL, 1, 0, "interval of the partition index resync from PostgreSQL, ms" },
 	{ "QUEEN_MAX_PUSH_ITEMS", NULL, CT_INT, F(max_push_items), "10000", 1, 10000000, NULL, 1,

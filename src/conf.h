@@ -55,6 +55,7 @@ struct conf {
 	int64_t max_queued_jobs;
 	int64_t group_commit_items;
 	int64_t push_lanes;
+	int64_t bulk_nice;
 	int64_t index_resync_ms;
 	int64_t max_push_items;
 	int64_t max_inflight_bytes;

@@ -30,6 +30,8 @@ struct dbconn {
 	int backoff_ms;
 	int64_t next_try_ms;
 	unsigned failed_at;	/* db_connects when its last attempt failed */
+	int txn;		/* inside db_begin .. db_commit or db_rollback */
+	int recycle;		/* a large statement ran: reopen once idle (DB_RECYCLE_BYTES) */
 };
 
 static _Atomic int db_own_pids[DB_MAX_OWN];
@@ -334,6 +336,9 @@ params_bytes(int n, const char *const *params, const int *lengths, const int *fo
 	return bytes;
 }
 
+static int in_txn(struct dbconn *c);
+static void recycle_if_idle(struct dbconn *c, const char *name);
+
 enum qe
 db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params, const int *lengths,
 	    const int *formats, PGresult **out, PGresult **err)
@@ -344,21 +349,78 @@ db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params, const i
 	*out = NULL;
 	if (err)
 		*err = NULL;
-	if (db_ensure(c) != QE_OK)
+	if (c->txn ? !in_txn(c) : db_ensure(c) != QE_OK)
 		return QE_DB;
 	e = settle(c, s->name,
 		   PQexecPrepared(c->pg, s->name, s->nparams, params, lengths, formats, 0),
 		   out, err);
-	if (c->pg && PQtransactionStatus(c->pg) == PQTRANS_IDLE &&
-	    ((*out && PQresultMemorySize(*out) > DB_RECYCLE_BYTES) ||
-	     params_bytes(s->nparams, params, lengths, formats) > DB_RECYCLE_BYTES)) {
-		log_debug("worker %d: reopening its connection after a %s of over %d bytes",
-			  c->id, s->name, DB_RECYCLE_BYTES);
-		db_close(c);
-		/* At once: the large request waits for it, not the small one that comes next. */
-		(void)db_ensure(c);
-	}
+	if ((*out && PQresultMemorySize(*out) > DB_RECYCLE_BYTES) ||
+	    params_bytes(s->nparams, params, lengths, formats) > DB_RECYCLE_BYTES)
+		c->recycle = 1;
+	recycle_if_idle(c, s->name);
 	return e;
+}
+
+/* 1 when the transaction db_begin opened is still open: never so after the connection was
+ * lost (a reconnect would run the next statements outside it) or a refusal rolled it back. */
+static int
+in_txn(struct dbconn *c)
+{
+	return c->pg && PQstatus(c->pg) == CONNECTION_OK &&
+	       PQtransactionStatus(c->pg) == PQTRANS_INTRANS;
+}
+
+static void
+recycle_if_idle(struct dbconn *c, const char *name)
+{
+	if (!c->recycle || !c->pg || PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+		return;
+	log_debug("worker %d: reopening its connection after a %s of over %d bytes", c->id,
+		  name, DB_RECYCLE_BYTES);
+	c->recycle = 0;
+	db_close(c);
+	/* At once: the large request waits for it, not the small one that comes next. */
+	(void)db_ensure(c);
+}
+
+enum qe
+db_begin(struct dbconn *c)
+{
+	PGresult *res = NULL;
+
+	QASSERT(!c->txn);
+	if (db_ensure(c) != QE_OK || settle(c, "BEGIN", PQexec(c->pg, "BEGIN"), &res, NULL) !=
+	    QE_OK)
+		return QE_DB;
+	PQclear(res);
+	c->txn = 1;
+	return QE_OK;
+}
+
+enum qe
+db_commit(struct dbconn *c)
+{
+	PGresult *res = NULL;
+	enum qe e = QE_DB;
+
+	QASSERT(c->txn);
+	c->txn = 0;
+	if (in_txn(c) && (e = settle(c, "COMMIT", PQexec(c->pg, "COMMIT"), &res, NULL)) ==
+	    QE_OK)
+		PQclear(res);
+	recycle_if_idle(c, "transaction");
+	return e;
+}
+
+void
+db_rollback(struct dbconn *c)
+{
+	QASSERT(c->txn);
+	c->txn = 0;
+	if (c->pg && PQstatus(c->pg) == CONNECTION_OK &&
+	    PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+		PQclear(PQexec(c->pg, "ROLLBACK"));
+	recycle_if_idle(c, "transaction");
 }
 
 /* The result of a statement sent with PQsendQuery: the last one it gave, or its error. */

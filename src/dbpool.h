@@ -39,6 +39,13 @@ enum qe db_exec_err(struct dbconn *c, enum sql_id id, const char *const *params,
  * for each parameter, as PQexecPrepared takes them (NULL arrays: every parameter text). */
 enum qe db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params,
 		    const int *lengths, const int *formats, PGresult **out, PGresult **err);
+/* A transaction of several statements on the connection: db_begin, the statements
+ * (db_exec_fmt and the others, which never reconnect inside it: once the connection is lost
+ * or a refusal rolled the transaction back, every later statement fails with QE_DB), then
+ * db_commit, or db_rollback after a failure. COMMIT's failure is QE_DB, logged. */
+enum qe db_begin(struct dbconn *c);
+enum qe db_commit(struct dbconn *c);
+void db_rollback(struct dbconn *c);
 /* Same for a statement whose single row, single column is a json value: returns its text
  * (malloc'd) or NULL in *json when the value is SQL NULL. */
 enum qe db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params, char **json);

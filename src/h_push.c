@@ -363,13 +363,17 @@ build_params(struct push_item *const *items, size_t n, struct strbuf sb[PUSH_PAR
 		h_push_params_add(arr, items[i]);
 }
 
-/* Learns the partitions the push touched and wakes the parked pops of every queue once. */
-static void
-note_result(PGresult *res, struct push_item *const *items, size_t n)
-{
-	struct lp_wakes wakes = LP_WAKES_INIT;
-	uint64_t queued = 0, dup = 0;
+/* What a push learnt, gathered over the statements of its transaction and acted on once it
+ * has committed: the partitions it wrote, the counts, the parked pops to wake. */
+struct push_note {
+	struct lp_wakes wakes;
+	uint64_t queued, dup;
+};
 
+/* Reads the verdicts of the items of one queen_push call into them. */
+static void
+note_rows(struct push_note *nt, PGresult *res, struct push_item *const *items, size_t n)
+{
 	for (int row = 0; row < PQntuples(res); row++) {
 		long g = atol(PQgetvalue(res, row, 0));
 		struct push_item *it = g >= 0 && (size_t)g < n ? items[g] : NULL;
@@ -380,26 +384,33 @@ note_result(PGresult *res, struct push_item *const *items, size_t n)
 		memcpy(it->message_id, PQgetvalue(res, row, 2), UUID_STR_LEN - 1);
 		it->message_id[UUID_STR_LEN - 1] = '\0';
 		if (it->status[0] == 'q')
-			queued++;
+			nt->queued++;
 		else
-			dup++;
+			nt->dup++;
 		pidx_pushed(PQgetvalue(res, row, 3), it->queue, PQgetvalue(res, row, 4),
 			   it->partition, atoll(PQgetvalue(res, row, 6)));
 		if (it->status[0] == 'q')
-			lp_wakes_add(&wakes, it->queue, 1);
+			lp_wakes_add(&nt->wakes, it->queue, 1);
 	}
-	metrics_pushed(queued, dup);
-	metrics_push_commit();
-	lp_wakes_fire(&wakes);
 }
 
-enum qe
-h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int maybe_stored)
+/* After the commit: the counts, and the parked pops of every queue woken once. */
+static void
+note_commit(struct push_note *nt)
+{
+	metrics_pushed(nt->queued, nt->dup);
+	metrics_push_commit();
+	lp_wakes_fire(&nt->wakes);
+}
+
+/* One call of queen_push (or of the spool's replay) for the items. */
+static enum qe
+push_call(struct dbconn *db, enum sql_id id, struct push_item *const *items, size_t n,
+	  PGresult **res)
 {
 	struct strbuf sb[PUSH_PARAMS];
 	const char *params[PUSH_PARAMS];
 	int lengths[PUSH_PARAMS], formats[PUSH_PARAMS];
-	PGresult *res;
 	enum qe e;
 
 	build_params(items, n, sb);
@@ -408,15 +419,108 @@ h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int ma
 		lengths[k] = (int)sb[k].len;
 		formats[k] = 1;
 	}
-	e = db_exec_fmt(db, maybe_stored ? SQL_SPOOL_PUSH : SQL_PUSH, params, lengths, formats,
-			&res, NULL);
+	e = db_exec_fmt(db, id, params, lengths, formats, res, NULL);
 	for (int k = 0; k < PUSH_PARAMS; k++)
 		sb_free(&sb[k]);
-	if (e != QE_OK)
-		return e;
-	note_result(res, items, n);
-	PQclear(res);
-	return QE_OK;
+	return e;
+}
+
+/* queen_push stores at most this many items a pass; a call with more loops over slices of
+ * its arrays, and every slice of a plpgsql array parameter copies the whole array first: a
+ * 64 MiB push spent a third of its database time copying its payloads ten times over. So
+ * past PUSH_SLICE_BYTES of payloads the broker cuts the call into passes itself, run in one
+ * transaction: stored whole or not at all, its offsets dense and in input order, a key
+ * repeated in a later pass its duplicate, as in one call. */
+#define PUSH_PASS 1000
+#define PUSH_SLICE_BYTES (1024 * 1024)
+#define PUSH_PASS_BYTES (2 * 1024 * 1024)
+
+static size_t
+payload_bytes(struct push_item *const *items, size_t n)
+{
+	size_t bytes = 0;
+
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(items[i]->payload);
+	return bytes;
+}
+
+/* The end of the pass that starts at items[from]: at most PUSH_PASS items and, past its
+ * first item, at most PUSH_PASS_BYTES of payloads. */
+static size_t
+pass_end(struct push_item *const *items, size_t n, size_t from)
+{
+	size_t to = from, bytes = 0;
+
+	while (to < n && to - from < PUSH_PASS) {
+		bytes += strlen(items[to]->payload);
+		if (to > from && bytes > PUSH_PASS_BYTES)
+			break;
+		to++;
+	}
+	return to;
+}
+
+/* The passes of a large push in one transaction, their verdicts noted once it committed. */
+static enum qe
+push_passes(struct dbconn *db, struct push_item *const *items, size_t n, struct push_note *nt)
+{
+	size_t npass = 0, cap = 16, *ends = malloc(cap * sizeof(*ends));
+	PGresult **res;
+	enum qe e;
+
+	QASSERT(ends != NULL);
+	for (size_t from = 0; from < n; from = ends[npass++]) {
+		if (npass == cap) {
+			cap *= 2;
+			ends = realloc(ends, cap * sizeof(*ends));
+			QASSERT(ends != NULL);
+		}
+		ends[npass] = pass_end(items, n, from);
+	}
+	res = calloc(npass, sizeof(*res));
+	QASSERT(res != NULL);
+	e = db_begin(db);
+	for (size_t k = 0; e == QE_OK && k < npass; k++) {
+		size_t from = k ? ends[k - 1] : 0;
+
+		e = push_call(db, SQL_PUSH, items + from, ends[k] - from, &res[k]);
+	}
+	if (e == QE_OK)
+		e = db_commit(db);
+	else
+		db_rollback(db);
+	for (size_t k = 0; k < npass; k++) {
+		size_t from = k ? ends[k - 1] : 0;
+
+		if (e == QE_OK)
+			note_rows(nt, res[k], items + from, ends[k] - from);
+		PQclear(res[k]);
+	}
+	free(res);
+	free(ends);
+	return e;
+}
+
+enum qe
+h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int maybe_stored)
+{
+	struct push_note nt = { LP_WAKES_INIT, 0, 0 };
+	PGresult *res;
+	enum qe e;
+
+	if (!maybe_stored && n > PUSH_PASS && payload_bytes(items, n) > PUSH_SLICE_BYTES) {
+		e = push_passes(db, items, n, &nt);
+	} else {
+		e = push_call(db, maybe_stored ? SQL_SPOOL_PUSH : SQL_PUSH, items, n, &res);
+		if (e == QE_OK) {
+			note_rows(&nt, res, items, n);
+			PQclear(res);
+		}
+	}
+	if (e == QE_OK)
+		note_commit(&nt);
+	return e;
 }
 
 static void

@@ -5,6 +5,7 @@
  * every thread and taken here with sigwait: SIGTERM/SIGINT drain and exit 0, SIGHUP reloads
  * what can change at runtime (a bad new configuration is logged and the old one kept). */
 #include "auth.h"
+#include "bulk.h"
 #include "conf.h"
 #include "dbpool.h"
 #include "http.h"
@@ -124,6 +125,7 @@ shutdown_all(void)
 	http_quiesce();
 	lp_shutdown();
 	wk_stop();
+	bulk_stop();
 	maint_stop();
 	lp_stop();
 	http_stop();
@@ -232,7 +234,7 @@ main(int argc, char **argv)
 	PQfinish(pg);
 	if (maint_initial_sync() < 0)
 		log_warn("partition index starts empty: the first resync will fill it");
-	if (wk_start((int)qconf.db_pool_size) < 0 || lp_start() < 0 || maint_start() < 0 ||
+	if (bulk_start() < 0 || wk_start((int)qconf.db_pool_size) < 0 || lp_start() < 0 || maint_start() < 0 ||
 	    http_start() < 0) {
 		log_error("start-up failed; stopping");
 		return 1;

@@ -3,6 +3,7 @@
  * mutex costs less here than it would save; the hot shared state (the partition index) is
  * RCU. Key invariant: every job taken is finished (http_finish) or parked, never dropped. */
 #include "workers.h"
+#include "bulk.h"
 #include "conf.h"
 #include "dbpool.h"
 #include "http.h"
@@ -223,24 +224,51 @@ take_jobs(struct req **out, size_t max, int *is_heavy)
 	return n;
 }
 
+/* The large work of a worker, run by a bulk thread while the worker waits (bulk.h). */
+struct bulk_work {
+	struct req **jobs;
+	size_t n;
+	enum qe *rcs;
+};
+
+static void
+bulk_prepare(struct wk *w, void *arg)
+{
+	struct bulk_work *b = arg;
+
+	(void)w;
+	b->rcs[0] = http_prepare_deferred(b->jobs[0]);
+}
+
+static void
+bulk_store(struct wk *w, void *arg)
+{
+	struct bulk_work *b = arg;
+
+	b->jobs[0]->route->run_many(b->jobs, b->n, w, b->rcs);
+}
+
 static void
 run_jobs(struct wk *w, struct req **jobs, size_t n, int is_heavy)
 {
 	enum qe rcs[WK_MAX_BATCH];
+	struct bulk_work b = { jobs, n, rcs };
 
 	if (jobs[0]->deferred) {
-		/* Parse and prepare here, off the HTTP threads; then queue it again, now as
-		 * what it is (a push joins a lane). */
-		enum qe e = http_prepare_deferred(jobs[0]);
-
-		if (e == QE_OK)
-			e = wk_submit(jobs[0]);
-		if (e != QE_OK)
-			http_finish(jobs[0], e);
+		/* Parse and prepare off the HTTP threads, at the bulk threads' priority; then
+		 * queue it again, now as what it is (a push joins a lane). */
+		bulk_run(w, jobs[0]->id, bulk_prepare, &b);
+		if (rcs[0] == QE_OK)
+			rcs[0] = wk_submit(jobs[0]);
+		if (rcs[0] != QE_OK)
+			http_finish(jobs[0], rcs[0]);
 		return;
 	}
 	if (jobs[0]->route->run_many) {
-		jobs[0]->route->run_many(jobs, n, w, rcs);
+		if (is_heavy)
+			bulk_run(w, jobs[0]->id, bulk_store, &b);
+		else
+			jobs[0]->route->run_many(jobs, n, w, rcs);
 		pthread_mutex_lock(&wk_mu);
 		if (is_heavy)
 			wk_heavy_busy--;

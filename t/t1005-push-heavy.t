@@ -3,7 +3,9 @@
 # QUEEN_PUSH_LANES of the light pushes (SPEC 22: one large request never stalls the others).
 # Before, with one lane, a heavy push held the only lane and every other push waited for its
 # commit. A heavy push is one transaction on that lane's connection, never cut into shards
-# on several (a group commit is): all of it is stored or none.
+# on several (a group commit is): all of it is stored or none. Past 1000 items and 1 MiB of
+# payloads the broker sends it in passes of one transaction (queen_push copied its whole
+# arrays for every slice it took of them).
 use strict;
 use warnings;
 use FindBin;
@@ -48,6 +50,58 @@ $r = heavy_push();
 is($r->[0], 201, 'the next heavy push is stored');
 is($pg->psql("SELECT p.next_offset FROM queen_partitions p JOIN queen_queues q " .
 	"ON q.id = p.queue_id WHERE q.name = 'big'"), 41, 'every item of both is stored, once');
+
+subtest 'a push of 1000 items and 1 MiB: passes of one transaction' => sub {
+	$pg->psql("ALTER SYSTEM SET track_functions = 'pl'");
+	$pg->psql("SELECT pg_reload_conf()");
+	my $calls = sub { $pg->psql("SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions " .
+		"WHERE funcname = 'queen_push'") };
+	# Each backend reports its calls within ~10 s of going idle.
+	sleep 0.5;
+	my $before = $calls->();
+	my $pad = 'x' x 1000;
+	my @items = map { +{ queue => 'passes', partition => 'p' . ($_ % 3), transactionId => "t$_",
+		payload => { i => $_, pad => $pad } } } 1 .. 2500;
+	# A repeat, in the third pass, of a transactionId the first pass stored.
+	$items[2399] = { queue => 'passes', partition => 'p2', transactionId => 't5',
+		payload => { i => 2400, pad => $pad } };
+	my ($s, $b) = $q->push_items(@items);
+	is($s, 201, 'stored');
+	is(scalar(grep { $_->{status} eq 'queued' } @$b), 2499, 'every item queued but one');
+	is($b->[2399]{status}, 'duplicate', 'the repeat is its duplicate');
+	is($b->[2399]{messageId}, $b->[4]{messageId}, 'with the first pass\'s message id');
+	ok(wait_until(sub { $calls->() - $before == 3 }, 20, 0.2),
+		'queen_push called three times (1000, 1000, 500 items), not once to loop itself')
+		or diag('calls: ' . ($calls->() - $before));
+	my %seen;
+	for my $p (0 .. 2) {
+		my @i;
+		while (1) {
+			my ($ps, $pb) = $q->pop('passes', partition => "p$p", batch => 1000);
+			last unless $ps == 200;
+			push @i, map { $_->{data}{i} } @{ $pb->{messages} };
+			push @{ $seen{$p} }, @{ offsets($pb) };
+			$q->ack_all($pb);
+		}
+		is_deeply(\@i, [ grep { $_ % 3 == $p && $_ != 2400 } 1 .. 2500 ],
+			"partition p$p: every item, in input order");
+		is_deeply($seen{$p}, [ 0 .. $#i ], "partition p$p: offsets dense");
+	}
+	$pg->psql(q{CREATE FUNCTION test_refuse_pass() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'refused by test'; END$$;
+		CREATE TRIGGER test_refuse_pass BEFORE INSERT ON queen_queues FOR EACH ROW
+		WHEN (NEW.name = 'poison-pass') EXECUTE FUNCTION test_refuse_pass()});
+	$_->{queue} = 'passes2' for @items;
+	$items[2449] = { queue => 'poison-pass', payload => 1 };
+	($s) = $q->push_items(@items);
+	isnt($s, 201, "an item of the third pass refused: the push is refused ($s)");
+	is($pg->psql("SELECT count(*) FROM queen_queues WHERE name = 'passes2'"), 0,
+		'and nothing of the passes before it is stored');
+	($s, $b) = $q->push_items({ queue => 'passes2', payload => 1 });
+	is($s, 201, 'the next push on that connection is stored');
+	$pg->psql("ALTER SYSTEM RESET track_functions");
+	$pg->psql("SELECT pg_reload_conf()");
+};
 
 subtest 'a heavy push is one transaction, with lanes to shard it over' => sub {
 	my $wide = start_queend(QUEEN_PUSH_LANES => 4, QUEEN_GROUP_COMMIT_ITEMS => 10);
