@@ -68,6 +68,7 @@ db_close(struct dbconn *c)
 	if (c->pg)
 		PQfinish(c->pg);
 	c->pg = NULL;
+	c->recycle = 0;		/* the next connection starts with small buffers */
 	if (c->id >= 0 && c->id < DB_MAX_OWN)
 		atomic_store(&db_own_pids[c->id], 0);
 }

@@ -7,6 +7,7 @@
 #include "http.h"
 #include "conf.h"
 #include "jsonio.h"
+#include "httpconn.h"
 #include "log.h"
 #include "metrics.h"
 #include "names.h"
@@ -356,6 +357,29 @@ static char query_refused_mark;
  * request unanswered. So a query string with more parameters than the limit is emptied here,
  * in libmicrohttpd's own buffer (the target is a part of it, writable as the library writes
  * it), and the access handler answers 414. */
+static int
+conn_fd(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return ci ? ci->connect_fd : -1;
+}
+
+/* Which fds are HTTP connections, for the answer to a request line the library cannot parse
+ * (httpconn.h). */
+static void
+conn_cb(void *cls, struct MHD_Connection *c, void **socket_context,
+	enum MHD_ConnectionNotificationCode code)
+{
+	(void)cls;
+	(void)socket_context;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED)
+		httpconn_open(conn_fd(c));
+	else
+		httpconn_closed(conn_fd(c));
+}
+
 static void *
 uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -363,7 +387,7 @@ uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
 	int64_t n = 1;
 
 	(void)cls;
-	(void)c;
+	httpconn_request_line(conn_fd(c));
 	if (!q || !q[1])
 		return NULL;
 	for (const char *p = q + 1; *p; p++)
@@ -726,6 +750,7 @@ http_start(void)
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 		MHD_OPTION_THREAD_POOL_SIZE, threads,
 		MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, conn_cb, NULL,
 		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
 		MHD_OPTION_URI_LOG_CALLBACK, uri_cb, NULL,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)60000,

@@ -11,10 +11,18 @@
  * spaces), so that the library's count of what it sent stays true when the socket takes only
  * part of it (a head the library repeated before its page goes into the padding). The rest
  * of such an answer, asked for later from the same buffers, is taken from the same rewrite.
- * Everything else goes to the kernel as it is. */
+ * Everything else goes to the kernel as it is.
+ *
+ * A request line the library cannot parse at all (no method or target, a space too many,
+ * lines ended by a bare LF) gets no answer from it: it shuts the connection down. So the
+ * executable's recv and shutdown take precedence too: on an HTTP connection, bytes read with
+ * neither an answer sent nor a request line parsed since (httpconn.h) are a request the
+ * library gave up on, and before the connection is shut down they are answered
+ * 400 {"error":"bad request"}, as a head it can parse but not accept already is. */
 #include "mhderr.h"
 #include "conf.h"
 #include "errors.h"
+#include "httpconn.h"
 
 #include <jansson.h>
 
@@ -231,6 +239,8 @@ keep_rest(int fd, const struct iovec *iov, const char *out, size_t sent)
 	memcpy(w->out, out, w->head_len + w->body_len);
 }
 
+static ssize_t sent(int fd, ssize_t n);
+
 ssize_t
 sendmsg(int fd, const struct msghdr *msg, int flags)
 {
@@ -242,14 +252,23 @@ sendmsg(int fd, const struct msghdr *msg, int flags)
 	for (size_t i = 0; i < msg->msg_iovlen; i++)
 		want += iov[i].iov_len;
 	if (msg->msg_iovlen >= 1 && (n = resume(fd, iov[0].iov_base, want, flags)) != -2)
-		return n;
+		return sent(fd, n);
 	if (msg->msg_iovlen != 2 || msg->msg_name ||
 	    !(total = mhderr_rewrite(iov[0].iov_base, iov[0].iov_len, iov[1].iov_base,
 				     iov[1].iov_len, out, sizeof(out))))
-		return (ssize_t)syscall(SYS_sendmsg, fd, msg, flags);
+		return sent(fd, (ssize_t)syscall(SYS_sendmsg, fd, msg, flags));
 	n = mhderr_sendto(fd, out, total, flags);
 	if (n > 0 && (size_t)n < total)
 		keep_rest(fd, iov, out, (size_t)n);
+	return sent(fd, n);
+}
+
+/* An answer left the broker on fd: whatever it had read is answered. */
+static ssize_t
+sent(int fd, ssize_t n)
+{
+	if (n > 0)
+		httpconn_sent(fd);
 	return n;
 }
 
@@ -258,5 +277,32 @@ send(int fd, const void *buf, size_t len, int flags)
 {
 	ssize_t n = resume(fd, buf, len, flags);
 
-	return n != -2 ? n : kernel_sendto(fd, buf, len, flags);
+	return sent(fd, n != -2 ? n : kernel_sendto(fd, buf, len, flags));
+}
+
+ssize_t
+recv(int fd, void *buf, size_t len, int flags)
+{
+	ssize_t n = (ssize_t)syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
+
+	if (n > 0)
+		httpconn_received(fd);
+	return n;
+}
+
+int
+shutdown(int fd, int how)
+{
+	if (how != SHUT_RD && httpconn_take_unanswered(fd)) {
+		char out[MHDERR_MAX], json[128];
+		int jn = json_error(400, NULL, 0, json, sizeof(json)), n;
+
+		n = jn < 0 ? -1 : snprintf(out, sizeof(out), "HTTP/1.1 400 Bad Request\r\n"
+					   "Connection: close\r\nContent-Type: application/json\r\n"
+					   "Content-Length: %d\r\n\r\n%.*s", jn, jn, json);
+		/* Best effort, never waiting: a client that went away gets nothing. */
+		if (n > 0 && (size_t)n < sizeof(out))
+			(void)kernel_sendto(fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	return (int)syscall(SYS_shutdown, fd, how);
 }

@@ -4,13 +4,15 @@
 # error of the broker -- libmicrohttpd used to refuse them itself with an HTML page. Heads
 # within the limits are served. Past the connection's memory (QUEEN_CONNECTION_MEMORY_BYTES)
 # libmicrohttpd still answers on its own, and its answer goes out as the broker's JSON too,
-# as does its 400 for a head it cannot parse. A query string past QUEEN_MAX_QUERY_PARAMS gets 414
+# as does its 400 for a head it cannot parse. A request line it cannot parse at all, which it
+# answered by closing the connection, gets the broker's 400 too. A query string past QUEEN_MAX_QUERY_PARAMS gets 414
 # before libmicrohttpd fills the connection's memory with it.
 use strict;
 use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use Test::More;
+use IO::Socket::INET;
 use QueenTest;
 
 start_pg();
@@ -131,6 +133,27 @@ subtest 'past the connection memory libmicrohttpd answers itself, in the broker\
 	refused($q, "GET /health HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400,
 		{ error => 'bad request' }, 'a field without a colon');
 	my ($s) = $q->get('/health');
+	is($s, 200, 'and the broker goes on serving');
+};
+
+subtest 'a request line libmicrohttpd cannot parse: 400, not a silent close' => sub {
+	for my $c (["GARBAGE\r\n\r\n", 'a word alone'], ["GET\r\n\r\n", 'a method alone'],
+		   ["\x01\x02\xff\xfe\r\n\r\n", 'binary bytes'],
+		   [" GET /health HTTP/1.1\r\nHost: x\r\n\r\n", 'a space before the method']) {
+		refused($q, $c->[0], 400, { error => 'bad request' }, $c->[1]);
+	}
+	# A client that connects and goes away without a byte is not answered.
+	my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $q->port,
+		Proto => 'tcp') or die "connect: $!";
+	shutdown($sock, 1);
+	my $got = '';
+	1 while sysread($sock, $got, 4096, length $got);
+	is($got, '', 'a connection closed without a byte gets nothing');
+	# Nor does a keep-alive connection after its answers, when the client closes it.
+	my ($s) = $q->raw("GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\n" .
+		"Host: x\r\nConnection: close\r\n\r\n");
+	is($s, 200, 'two requests on one connection: answered');
+	($s) = $q->get('/health');
 	is($s, 200, 'and the broker goes on serving');
 };
 
