@@ -345,20 +345,28 @@ h_push_params_add(struct strbuf *const sb[PUSH_PARAMS], const struct push_item *
 	sb_pgbin_text_elem(sb[7], it->sub);
 }
 
+/* The bytes of the items' payloads. */
+static size_t
+payload_bytes(struct push_item *const *items, size_t n)
+{
+	size_t bytes = 0;
+
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(items[i]->payload);
+	return bytes;
+}
+
 /* Builds the parameter arrays of queen_push for the items. */
 static void
 build_params(struct push_item *const *items, size_t n, struct strbuf sb[PUSH_PARAMS])
 {
 	struct strbuf *arr[PUSH_PARAMS];
-	size_t bytes = 0;
 
 	for (int k = 0; k < PUSH_PARAMS; k++) {
 		sb_init(&sb[k]);
 		arr[k] = &sb[k];
 	}
-	for (size_t i = 0; i < n; i++)
-		bytes += strlen(items[i]->payload);
-	h_push_params_begin(arr, n, bytes);
+	h_push_params_begin(arr, n, payload_bytes(items, n));
 	for (size_t i = 0; i < n; i++)
 		h_push_params_add(arr, items[i]);
 }
@@ -435,16 +443,6 @@ push_call(struct dbconn *db, enum sql_id id, struct push_item *const *items, siz
 #define PUSH_SLICE_BYTES (1024 * 1024)
 #define PUSH_PASS_BYTES (2 * 1024 * 1024)
 
-static size_t
-payload_bytes(struct push_item *const *items, size_t n)
-{
-	size_t bytes = 0;
-
-	for (size_t i = 0; i < n; i++)
-		bytes += strlen(items[i]->payload);
-	return bytes;
-}
-
 /* The end of the pass that starts at items[from]: at most PUSH_PASS items and, past its
  * first item, at most PUSH_PASS_BYTES of payloads. */
 static size_t
@@ -465,40 +463,35 @@ pass_end(struct push_item *const *items, size_t n, size_t from)
 static enum qe
 push_passes(struct dbconn *db, struct push_item *const *items, size_t n, struct push_note *nt)
 {
-	size_t npass = 0, cap = 16, *ends = malloc(cap * sizeof(*ends));
-	PGresult **res;
-	enum qe e;
+	struct pass {
+		size_t from, to;
+		PGresult *res;
+	} *p = NULL;
+	size_t np = 0, cap = 0;
+	enum qe e = db_begin(db);
+	int begun = e == QE_OK;
 
-	QASSERT(ends != NULL);
-	for (size_t from = 0; from < n; from = ends[npass++]) {
-		if (npass == cap) {
-			cap *= 2;
-			ends = realloc(ends, cap * sizeof(*ends));
-			QASSERT(ends != NULL);
+	for (size_t from = 0; e == QE_OK && from < n; from = p[np++].to) {
+		if (np == cap) {
+			cap = cap ? 2 * cap : 16;
+			p = realloc(p, cap * sizeof(*p));
+			QASSERT(p != NULL);
 		}
-		ends[npass] = pass_end(items, n, from);
-	}
-	res = calloc(npass, sizeof(*res));
-	QASSERT(res != NULL);
-	e = db_begin(db);
-	for (size_t k = 0; e == QE_OK && k < npass; k++) {
-		size_t from = k ? ends[k - 1] : 0;
-
-		e = push_call(db, SQL_PUSH, items + from, ends[k] - from, &res[k]);
+		p[np].from = from;
+		p[np].to = pass_end(items, n, from);
+		p[np].res = NULL;
+		e = push_call(db, SQL_PUSH, items + from, p[np].to - from, &p[np].res);
 	}
 	if (e == QE_OK)
 		e = db_commit(db);
-	else
+	else if (begun)
 		db_rollback(db);
-	for (size_t k = 0; k < npass; k++) {
-		size_t from = k ? ends[k - 1] : 0;
-
+	for (size_t k = 0; k < np; k++) {
 		if (e == QE_OK)
-			note_rows(nt, res[k], items + from, ends[k] - from);
-		PQclear(res[k]);
+			note_rows(nt, p[k].res, items + p[k].from, p[k].to - p[k].from);
+		PQclear(p[k].res);
 	}
-	free(res);
-	free(ends);
+	free(p);
 	return e;
 }
 

@@ -347,16 +347,6 @@ no_unescape(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
-/* What the URI callback hands the access handler for a query string past
- * QUEEN_MAX_QUERY_PARAMS (as its request context; NULL otherwise). */
-static char query_refused_mark;
-
-/* libmicrohttpd calls this with the request line's target before it parses the query string
- * into the connection's memory, a record per parameter. A few thousand short parameters
- * within QUEEN_MAX_URL_BYTES fill that memory, and libmicrohttpd 0.9.75 then leaves the
- * request unanswered. So a query string with more parameters than the limit is emptied here,
- * in libmicrohttpd's own buffer (the target is a part of it, writable as the library writes
- * it), and the access handler answers 414. */
 static int
 conn_fd(struct MHD_Connection *c)
 {
@@ -380,6 +370,17 @@ conn_cb(void *cls, struct MHD_Connection *c, void **socket_context,
 		httpconn_closed(conn_fd(c));
 }
 
+/* What the URI callback hands the access handler for a query string past
+ * QUEEN_MAX_QUERY_PARAMS (as its request context; NULL otherwise). */
+static char query_refused_mark;
+
+/* libmicrohttpd calls this with the request line's target before it parses the query string
+ * into the connection's memory, a record per parameter. A few thousand short parameters
+ * within QUEEN_MAX_URL_BYTES fill that memory, and libmicrohttpd 0.9.75 then leaves the
+ * request unanswered. So a query string with more parameters than the limit is emptied here,
+ * in libmicrohttpd's own buffer (the target is a part of it, writable as the library writes
+ * it), and the access handler answers 414. It also tells httpconn that the connection's
+ * bytes formed a request line, which the library answers. */
 static void *
 uri_cb(void *cls, const char *uri, struct MHD_Connection *c)
 {

@@ -234,8 +234,8 @@ main(int argc, char **argv)
 	PQfinish(pg);
 	if (maint_initial_sync() < 0)
 		log_warn("partition index starts empty: the first resync will fill it");
-	if (bulk_start() < 0 || wk_start((int)qconf.db_pool_size) < 0 || lp_start() < 0 || maint_start() < 0 ||
-	    http_start() < 0) {
+	if (bulk_start() < 0 || wk_start((int)qconf.db_pool_size) < 0 || lp_start() < 0 ||
+	    maint_start() < 0 || http_start() < 0) {
 		log_error("start-up failed; stopping");
 		return 1;
 	}
