@@ -575,8 +575,6 @@ flatten(struct req **rs, size_t n, size_t *count)
 
 static const char push_refused[] = "not stored: the database refused it";
 
-/* Batches smaller than this are not worth a second worker's round trip. */
-#define PUSH_SHARD_MIN_ITEMS 16
 #define PUSH_SHARDS_MAX 64
 
 /* A shard of a push batch (its items' requests in owner) or of a spool replay (no owner). */
@@ -643,7 +641,7 @@ h_push_replay(struct dbconn *db, struct push_item *const *items, size_t n, int m
 
 	if (nshards > PUSH_SHARDS_MAX)
 		nshards = PUSH_SHARDS_MAX;
-	if (n < PUSH_SHARD_MIN_ITEMS)
+	if (n < WK_SPLIT_MIN_ITEMS)
 		nshards = 1;
 	shard_split(items, NULL, n, nshards, sh);
 	for (unsigned s = 0; s < nshards; s++)
@@ -718,7 +716,7 @@ push_sharded(struct req **rs, size_t n, struct push_item **flat, size_t items, s
 	 * core's (with the shards on both cores of a two-core machine, the batch-1 pushes of
 	 * other clients had a p99 2.4-3.4 times their own alone, against 2.0-2.3 times stored
 	 * whole: limits-load.sh fairness), and is stored whole or not at all. */
-	if (nshards < 2 || items < PUSH_SHARD_MIN_ITEMS || wk_heavy(rs[0]))
+	if (nshards < 2 || items < WK_SPLIT_MIN_ITEMS || wk_heavy(rs[0]))
 		return 0;
 	own = malloc(items * sizeof(*own));
 	QASSERT(own != NULL);

@@ -43,7 +43,7 @@ wk_heavy(const struct req *r)
 	return r->weight > (size_t)qconf.group_commit_items || r->body.len > WK_HEAVY_BYTES;
 }
 
-/* 1 when a coalescing job may start now. Called with wk_mu held. */
+/* 1 when a coalescing job may start now as far as the lanes go. Called with wk_mu held. */
 static int
 lane_free(const struct req *r)
 {
@@ -58,6 +58,19 @@ static int
 coalesces(const struct req *r)
 {
 	return r->route->run_many && !r->deferred;
+}
+
+/* 1 when the light jobs of first's route from first on hold enough items to open a lane
+ * beside a running one (WK_SPLIT_MIN_ITEMS). Called with wk_mu held. */
+static int
+group_opens_lane(const struct req *first)
+{
+	size_t items = 0;
+
+	for (const struct req *r = first; r && items < WK_SPLIT_MIN_ITEMS; r = r->next)
+		if (coalesces(r) && r->route->run_many == first->route->run_many && !wk_heavy(r))
+			items += r->weight;
+	return items >= WK_SPLIT_MIN_ITEMS;
 }
 
 enum qe
@@ -189,11 +202,19 @@ take_jobs(struct req **out, size_t max, int *is_heavy)
 {
 	struct req *first, *prev = NULL, *cur;
 	size_t n = 0, items;
+	void (*held_back)(struct req **, size_t, struct wk *, enum qe *) = NULL;
 
 	*is_heavy = 0;
-	for (first = wk_head; first; prev = first, first = first->next)
-		if (!coalesces(first) || lane_free(first))
+	for (first = wk_head; first; prev = first, first = first->next) {
+		if (!coalesces(first))
 			break;
+		if (!lane_free(first) ||
+		    (!wk_heavy(first) && first->route->run_many == held_back))
+			continue;
+		if (wk_heavy(first) || wk_lanes_busy == 0 || group_opens_lane(first))
+			break;
+		held_back = first->route->run_many;	/* and every later job of its route */
+	}
 	if (!first)
 		return 0;
 	cur = first->next;

@@ -29,6 +29,14 @@ long wk_queued(void);
  * of its own (workers.c). */
 int wk_heavy(const struct req *r);
 
+/* The fewest push items worth a commit of their own beside another: a light lane opens
+ * beside a running one, and a group commit is cut into shards on several connections, only
+ * from this many on. Every commit costs the database a fixed part (its statement's set-up,
+ * locks, commit) whatever it holds: below this, two commits cost more CPU than they save
+ * time, and small pushes (batches of one from many clients) gather into one larger commit
+ * behind the running one. */
+#define WK_SPLIT_MIN_ITEMS 100
+
 /* A call run by some worker with its own connection on behalf of another worker: the shards
  * of a push batch run on several connections at once (h_push.c). The caller owns the struct
  * and must wk_call_wait for it before freeing it. */

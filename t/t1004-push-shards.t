@@ -1,10 +1,11 @@
 #!/usr/bin/perl
-# A push batch over many partitions is stored in shards, one transaction per shard on several
-# connections at once (QUEEN_PUSH_LANES): every rule of SPEC 4 still holds across them. Each
-# partition keeps its items in input order with dense offsets, a repeat of a transactionId
-# in the request loses to the first, a committed duplicate answers its original, concurrent
-# batches over the same partitions interleave without a gap, and an item the database refuses
-# fails alone (with its shard of its own request) while the rest of the request is stored.
+# A push batch of 100 items or more (WK_SPLIT_MIN_ITEMS) over many partitions is stored in
+# shards, one transaction per shard on several connections at once (QUEEN_PUSH_LANES): every
+# rule of SPEC 4 still holds across them. Each partition keeps its items in input order with
+# dense offsets, a repeat of a transactionId in the request loses to the first, a committed
+# duplicate answers its original, concurrent batches over the same partitions interleave
+# without a gap, and an item the database refuses fails alone (with its shard of its own
+# request) while the rest of the request is stored.
 use strict;
 use warnings;
 use FindBin;
@@ -48,7 +49,9 @@ subtest 'repeats in the request and committed duplicates, across shards' => sub 
 		     (map { +{ queue => 'sh', partition => "p$_", transactionId => "new-$_",
 			       payload => 'first' } } 0 .. 9),
 		     (map { +{ queue => 'sh', partition => "p$_", transactionId => "new-$_",
-			       payload => 'repeat' } } 0 .. 9));
+			       payload => 'repeat' } } 0 .. 9),
+		     # enough more to be cut into shards (WK_SPLIT_MIN_ITEMS)
+		     (map { +{ queue => 'sh-fill', partition => "f$_", payload => $_ } } 0 .. 69));
 	my ($s, $b) = $q->push_items(@items);
 	is($s, 201, 'status 201');
 	# t0 was committed only in p0 (item 0 of the first batch); t<n> in p<n % 10>.
@@ -67,16 +70,16 @@ subtest 'concurrent batches over the same partitions: no gap, each batch in orde
 		my $k = $_;
 		bg(sub {
 			my @items = map { +{ queue => 'cc', partition => 'p' . ($_ % 8),
-					     payload => { k => $k, i => $_ } } } 0 .. 79;
+					     payload => { k => $k, i => $_ } } } 0 .. 119;
 			my ($s, $b) = $q->push_items(@items);
 			return [ $s, scalar grep { $_->{status} eq 'queued' } @$b ];
 		});
 	} 0 .. 5;
 	my @r = map { $_->result } @jobs;
-	is_deeply(\@r, [ ([ 201, 80 ]) x 6 ], 'six batches of 80 queued');
+	is_deeply(\@r, [ ([ 201, 120 ]) x 6 ], 'six batches of 120 queued');
 	for my $p (0 .. 7) {
 		my $m = drain_partition('cc', "p$p");
-		is_deeply([ map { $_->{offset} } @$m ], [ 0 .. 59 ], "p$p: 60 dense offsets");
+		is_deeply([ map { $_->{offset} } @$m ], [ 0 .. 89 ], "p$p: 90 dense offsets");
 		my %last;
 		my $ordered = 1;
 		for (@$m) {
@@ -95,17 +98,17 @@ subtest 'a refused item fails with its shard of its request; the rest is stored'
 		$$BEGIN RAISE EXCEPTION 'refused by test'; END$$;
 		CREATE TRIGGER test_refuse BEFORE INSERT ON queen_queues FOR EACH ROW
 		WHEN (NEW.name = 'poison') EXECUTE FUNCTION test_refuse()});
-	my @items = ((map { +{ queue => 'ref', partition => "p$_", payload => $_ } } 0 .. 31),
+	my @items = ((map { +{ queue => 'ref', partition => "p$_", payload => $_ } } 0 .. 127),
 		     { queue => $poison, payload => 'poison' });
 	my ($s, $ans) = $q->push_items(@items);
 	is($s, 201, 'status 201: part of the request is stored');
-	is($ans->[32]{status}, 'failed', 'the refused item failed');
-	like($ans->[32]{error} // '', qr/refused/, 'and says why');
-	my @queued = grep { $ans->[$_]{status} eq 'queued' } 0 .. 31;
-	my @failed = grep { $ans->[$_]{status} eq 'failed' } 0 .. 31;
-	is(@queued + @failed, 32, 'every other item queued or failed');
+	is($ans->[128]{status}, 'failed', 'the refused item failed');
+	like($ans->[128]{error} // '', qr/refused/, 'and says why');
+	my @queued = grep { $ans->[$_]{status} eq 'queued' } 0 .. 127;
+	my @failed = grep { $ans->[$_]{status} eq 'failed' } 0 .. 127;
+	is(@queued + @failed, 128, 'every other item queued or failed');
 	cmp_ok(scalar @queued, '>', 0, 'some stored');
-	my @popped = map { map { $_->{data} } @{ drain_partition('ref', "p$_") } } 0 .. 31;
+	my @popped = map { map { $_->{data} } @{ drain_partition('ref', "p$_") } } 0 .. 127;
 	is_deeply([ sort { $a <=> $b } @popped ], \@queued, 'exactly the queued ones are stored');
 	my ($s2, $b2) = $q->push_items({ queue => 'ref', partition => 'p0', payload => 'later' });
 	is($b2->[0]{status}, 'queued', 'pushes go on');
