@@ -353,7 +353,8 @@ db_exec_fmt(struct dbconn *c, enum sql_id id, const char *const *params, const i
 	if (c->txn ? !in_txn(c) : db_ensure(c) != QE_OK)
 		return QE_DB;
 	e = settle(c, s->name,
-		   PQexecPrepared(c->pg, s->name, s->nparams, params, lengths, formats, 0),
+		   PQexecPrepared(c->pg, s->name, s->nparams, params, lengths, formats,
+				  s->binary_result),
 		   out, err);
 	if ((*out && PQresultMemorySize(*out) > DB_RECYCLE_BYTES) ||
 	    params_bytes(s->nparams, params, lengths, formats) > DB_RECYCLE_BYTES)

@@ -15,6 +15,7 @@
 #include "names.h"
 #include "offmap.h"
 #include "pcrypt.h"
+#include "pgbin.h"
 #include "pindex.h"
 #include "qassert.h"
 #include "router.h"
@@ -180,18 +181,26 @@ static void
 learn_cursors(struct pop_job *j, PGresult *res, uint64_t mark)
 {
 	for (int i = 0; i < PQntuples(res); i++) {
-		const char *pid = PQgetvalue(res, i, 0);
+		char pid[UUID_STR_LEN];
 
 		if (PQgetisnull(res, i, 10))
 			continue;
-		pidx_log_end(pid, atoll(PQgetvalue(res, i, 11)));
+		pgbin_uuid(res, i, 0, pid);
+		pidx_log_end(pid, pgbin_i64(res, i, 11));
 		if (PQgetisnull(res, i, 9))
-			pidx_cursor_implied(pid, j->gh, atoll(PQgetvalue(res, i, 10)), mark);
+			pidx_cursor_implied(pid, j->gh, pgbin_i64(res, i, 10), mark);
 		else
-			pidx_cursor_snapshot(pid, j->gh, atoll(PQgetvalue(res, i, 10)),
+			pidx_cursor_snapshot(pid, j->gh, pgbin_i64(res, i, 10),
 					     PQgetisnull(res, i, 12) ? 0
-						: atoll(PQgetvalue(res, i, 12)), mark);
+						: pgbin_ts_ms(res, i, 12), mark);
 	}
+}
+
+/* 1 when row i of a pop's rows is of another partition than row i - 1 (or the first). */
+static int
+new_partition(const PGresult *res, int i)
+{
+	return i == 0 || memcmp(PQgetvalue(res, i, 0), PQgetvalue(res, i - 1, 0), 16) != 0;
 }
 
 /* Renders the answer from queen_pop's rows and updates the index with what they tell. */
@@ -201,7 +210,7 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	struct strbuf sb, part, tail;
 	const char *lease = j->auto_ack ? "" : lease_id;
 	int rows = PQntuples(res), claimed = 0, run = 0;
-	const char *last_pid = "";
+	char pid[UUID_STR_LEN], at[PGBIN_ISO_LEN];
 	const char **txns = malloc(sizeof(*txns) * (size_t)rows);
 	int64_t *offs = malloc(sizeof(*offs) * (size_t)rows);
 	int64_t now = wall_ms(), until = 0;
@@ -210,22 +219,22 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	/* Rows of a partition come together: each partition's are one span of the offset map,
 	 * what an ack of this lease will name, so that it need not be looked up. */
 	for (int i = 0; i <= rows; i++) {
-		if (i == rows || strcmp(PQgetvalue(res, i, 0), last_pid) != 0) {
+		if (i == rows || new_partition(res, i)) {
 			if (run > 0)
-				om_put_span(lease, last_pid, (size_t)run, txns, offs, until, now);
+				om_put_span(lease, pid, (size_t)run, txns, offs, until, now);
 			run = 0;
 			if (i == rows)
 				break;
 			claimed++;
-			last_pid = PQgetvalue(res, i, 0);
+			pgbin_uuid(res, i, 0, pid);
 			until = j->auto_ack || PQgetisnull(res, i, 12) ? 0
-								: atoll(PQgetvalue(res, i, 12));
-			pidx_cursor(last_pid, j->gh, atoll(PQgetvalue(res, i, 10)), until);
-			pidx_log_end(last_pid, atoll(PQgetvalue(res, i, 11)));
+								: pgbin_ts_ms(res, i, 12);
+			pidx_cursor(pid, j->gh, pgbin_i64(res, i, 10), until);
+			pidx_log_end(pid, pgbin_i64(res, i, 11));
 		}
 		if (until > 0 && !PQgetisnull(res, i, 5)) {
 			txns[run] = PQgetvalue(res, i, 5);
-			offs[run++] = atoll(PQgetvalue(res, i, 3));
+			offs[run++] = pgbin_i64(res, i, 3);
 		}
 	}
 	free(txns);
@@ -243,23 +252,25 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	}
 	sb_adds(&sb, "{\"success\":true");
 	add_str_field(&sb, "queue", j->queue ? j->queue : "");
+	pgbin_uuid(res, 0, 0, pid);
 	add_str_field(&sb, "partition", PQgetvalue(res, 0, 1));
-	add_str_field(&sb, "partitionId", PQgetvalue(res, 0, 0));
+	add_str_field(&sb, "partitionId", pid);
 	add_str_field(&sb, "leaseId", lease);
 	add_str_field(&sb, "consumerGroup", j->group);
 	sb_addf(&sb, ",\"partitionsClaimed\":%d,\"messages\":[", claimed);
 	/* What every message of the answer repeats is written once: the lease and group of
 	 * the pop, and the partition, id and queue of each partition's run of rows. Only what
 	 * a client wrote (transactionId, traceId, producerSub) is escaped per message; ids,
-	 * offsets and times are the database's own text. */
+	 * offsets and times come in binary and are written here. */
 	sb_init(&tail);
 	add_str_field(&tail, "leaseId", lease);
 	add_str_field(&tail, "consumerGroup", j->group);
 	sb_init(&part);
 	for (int i = 0; i < rows; i++) {
-		const char *pid = PQgetvalue(res, i, 0);
+		char id[UUID_STR_LEN];
 
-		if (i == 0 || strcmp(pid, PQgetvalue(res, i - 1, 0)) != 0) {
+		if (new_partition(res, i)) {
+			pgbin_uuid(res, i, 0, pid);
 			sb_reset(&part);
 			sb_adds(&part, ",\"partitionId\":\"");
 			sb_adds(&part, pid);
@@ -269,7 +280,8 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 			sb_adds(&part, ",\"offset\":");
 		}
 		sb_adds(&sb, i ? ",{\"id\":\"" : "{\"id\":\"");
-		sb_adds(&sb, PQgetvalue(res, i, 4));
+		pgbin_uuid(res, i, 4, id);
+		sb_add(&sb, id, UUID_STR_LEN - 1);
 		sb_addc(&sb, '"');
 		add_str_field(&sb, "transactionId", PQgetvalue(res, i, 5));
 		add_str_field(&sb, "traceId", PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6));
@@ -279,15 +291,15 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 		else
 			pcrypt_reveal_sb(&sb, PQgetvalue(res, i, 7), (size_t)PQgetlength(res, i, 7));
 		sb_adds(&sb, ",\"createdAt\":\"");
-		sb_adds(&sb, PQgetvalue(res, i, 8));
+		sb_add(&sb, at, pgbin_iso_ms(pgbin_ts_ms(res, i, 8), at));
 		sb_addc(&sb, '"');
 		sb_add(&sb, part.buf, part.len);
-		sb_adds(&sb, PQgetvalue(res, i, 3));
+		sb_add_i64(&sb, pgbin_i64(res, i, 3));
 		sb_add(&sb, tail.buf, tail.len);
 		if (!PQgetisnull(res, i, 13))
 			add_str_field(&sb, "producerSub", PQgetvalue(res, i, 13));
 		sb_adds(&sb, ",\"deliveryAttempt\":");
-		sb_adds(&sb, PQgetvalue(res, i, 9));
+		sb_add_i64(&sb, pgbin_i32(res, i, 9));
 		sb_addc(&sb, '}');
 	}
 	sb_free(&part);
@@ -380,19 +392,46 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 	snprintf(batch, sizeof(batch), "%lld", (long long)j->batch);
 	snprintf(width, sizeof(width), "%lld", (long long)parts);
 	snprintf(lease_s, sizeof(lease_s), "%lld", (long long)j->lease_seconds);
-	const char *params[14] = {
-		j->queue, j->partition, j->ns, j->task, j->group, batch, width,
-		j->lease_given ? lease_s : NULL, j->auto_ack ? "true" : "false", j->sub_mode,
-		j->sub_from[0] ? j->sub_from : NULL, lease_id, n > 0 ? cand_sb.buf : NULL,
-		held ? "true" : "false",
-	};
 	/* What the rows say of cursors is as old as the query: an ack landing meanwhile wins. */
 	mark = pidx_cursor_mark();
-	metrics_pop_query();
-	e = db_exec(w->db, SQL_POP, params, &res);
+	res = NULL;
+	if (held) {
+		/* The steady state: the claim of cursors that exist, alone, called straight (not
+		 * through queen_pop, whose call and copy of the rows cost as much again). */
+		const char *hp[9] = {
+			j->queue, j->partition, j->group, batch, width,
+			j->lease_given ? lease_s : NULL, j->auto_ack ? "true" : "false", lease_id,
+			cand_sb.buf,
+		};
+
+		metrics_pop_query();
+		e = db_exec(w->db, SQL_POP_HELD, hp, &res);
+		if (e != QE_OK) {
+			sb_free(&cand_sb);
+			return req_fail(r, e, "pop failed: database unavailable");
+		}
+		if (PQntuples(res) == 0) {
+			/* Stale, or taken meanwhile: queen_pop finds out why. */
+			PQclear(res);
+			res = NULL;
+		}
+	}
+	if (!res) {
+		const char *params[14] = {
+			j->queue, j->partition, j->ns, j->task, j->group, batch, width,
+			j->lease_given ? lease_s : NULL, j->auto_ack ? "true" : "false",
+			j->sub_mode, j->sub_from[0] ? j->sub_from : NULL, lease_id,
+			n > 0 ? cand_sb.buf : NULL, "false",
+		};
+
+		metrics_pop_query();
+		e = db_exec(w->db, SQL_POP, params, &res);
+		if (e != QE_OK) {
+			sb_free(&cand_sb);
+			return req_fail(r, e, "pop failed: database unavailable");
+		}
+	}
 	sb_free(&cand_sb);
-	if (e != QE_OK)
-		return req_fail(r, e, "pop failed: database unavailable");
 	if (PQntuples(res) > 0 && PQgetisnull(res, 0, 3)) {
 		learn_cursors(j, res, mark);
 		t->refused = more;

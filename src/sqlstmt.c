@@ -3,6 +3,13 @@
 #include "sqlstmt.h"
 #include "qassert.h"
 
+/* The columns of a pop's rows, in binary (h_pop.c reads them by position): the ids,
+ * offsets and times of a hundred messages cost PostgreSQL no text and the broker no
+ * parsing. */
+#define POP_COLUMNS \
+	"SELECT partition_id, partition_name, queue_name, off, message_id, txn_id, trace_id, " \
+	"payload, created_at, attempt, committed, log_end, lease_expires_at, producer_sub "
+
 static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_PUSH] = { "push",
 		"SELECT idx, status, message_id, queue_id, partition_id, off, log_end "
@@ -16,12 +23,13 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"SELECT idx FROM queen_spool_stored($1::text[], $2::text[], $3::uuid[], $4::bigint)",
 		4 },
 	[SQL_POP] = { "pop",
-		"SELECT partition_id, partition_name, queue_name, off, message_id, txn_id, trace_id, "
-		"payload, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-		"attempt, committed, log_end, "
-		"(extract(epoch FROM lease_expires_at) * 1000)::bigint, producer_sub "
+		POP_COLUMNS
 		"FROM queen_pop($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::bool, $10, "
-		"$11::timestamptz, $12::uuid, $13::uuid[], $14::bool)", 14 },
+		"$11::timestamptz, $12::uuid, $13::uuid[], $14::bool)", 14, 1 },
+	[SQL_POP_HELD] = { "pop_held",
+		POP_COLUMNS
+		"FROM queen_pop_held($1, $2, $3, $4::int, $5::int, $6::int, $7::bool, $8::uuid, "
+		"$9::uuid[])", 9, 1 },
 	[SQL_ACK] = { "ack",
 		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed, 1 "
 		"FROM queen_ack($1::text[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], "

@@ -6,6 +6,7 @@
 enum sql_id {
 	SQL_PUSH,
 	SQL_POP,
+	SQL_POP_HELD,
 	SQL_ACK,
 	SQL_ACK_KNOWN,
 	SQL_EXTEND,
@@ -64,6 +65,7 @@ struct sql_stmt {
 	const char *name;
 	const char *text;
 	int nparams;
+	int binary_result;	/* 1: every column comes in binary (pgbin.h reads them) */
 };
 
 const struct sql_stmt *sql_get(enum sql_id id);

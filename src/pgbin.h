@@ -1,0 +1,31 @@
+/* pgbin: the values of a result PostgreSQL sent in binary (a statement of the catalogue with
+ * binary_result, sqlstmt.h): integers, uuids and timestamps read without a text detour on
+ * either side, and the text the broker answers with made from them.
+ *
+ * Pure: no I/O, no global state; any thread. A column of another type or length than asked
+ * reads as 0 (ids as all zeros): the catalogue fixes the types, so that is a bug, not input. */
+#ifndef QUEEN_PGBIN_H
+#define QUEEN_PGBIN_H
+
+#include "uuid.h"
+
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The longest text of pgbin_iso_ms and its NUL: "YYYY-MM-DDTHH:MM:SS.mmmZ" (a year past
+ * 9999 is longer; PostgreSQL's timestamps end in 294276). */
+#define PGBIN_ISO_LEN 32
+
+int32_t pgbin_i32(const PGresult *res, int row, int col);
+int64_t pgbin_i64(const PGresult *res, int row, int col);
+/* A uuid column as canonical lowercase text. */
+void pgbin_uuid(const PGresult *res, int row, int col, char out[UUID_STR_LEN]);
+/* A timestamptz column as milliseconds since the Unix epoch (rounded down). */
+int64_t pgbin_ts_ms(const PGresult *res, int row, int col);
+/* Milliseconds since the Unix epoch as UTC ISO 8601 text with milliseconds and a Z, as
+ * to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') writes it. Returns the
+ * length. */
+size_t pgbin_iso_ms(int64_t ms, char out[PGBIN_ISO_LEN]);
+
+#endif
