@@ -135,6 +135,35 @@ shutdown_all(void)
 	om_destroy();
 }
 
+/* Starts the threads that serve, in order. When one cannot start, those already running are
+ * stopped before it returns -1: a worker may be inside libpq, connecting, and leaving main
+ * with it running raced the libraries' exit handlers (an abort in Kerberos's, one start in
+ * seven, when FILE_BUFFER_DIR was another broker's). */
+static int
+start_threads(void)
+{
+	if (bulk_start() < 0)
+		return -1;
+	if (wk_start((int)qconf.db_pool_size) < 0)
+		goto no_workers;
+	if (lp_start() < 0)
+		goto no_longpoll;
+	if (maint_start() < 0)
+		goto no_maint;
+	if (http_start() < 0)
+		goto no_http;
+	return 0;
+no_http:
+	maint_stop();
+no_maint:
+	lp_stop();
+no_longpoll:
+	wk_stop();
+no_workers:
+	bulk_stop();
+	return -1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -234,8 +263,7 @@ main(int argc, char **argv)
 	PQfinish(pg);
 	if (maint_initial_sync() < 0)
 		log_warn("partition index starts empty: the first resync will fill it");
-	if (bulk_start() < 0 || wk_start((int)qconf.db_pool_size) < 0 || lp_start() < 0 ||
-	    maint_start() < 0 || http_start() < 0) {
+	if (start_threads() < 0) {
 		log_error("start-up failed; stopping");
 		return 1;
 	}
