@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define WK_MAX_BATCH 512
 
@@ -24,6 +25,7 @@ static struct wk_call *wk_calls, *wk_calls_tail;
 static struct req *wk_head, *wk_tail;
 static long wk_len;
 static int64_t wk_lanes_busy;	/* light push batches running */
+static uint64_t wk_light_start_us;	/* when the latest of them started (now_us) */
 static int64_t wk_heavy_busy;	/* heavy ones running (see heavy) */
 static int wk_stopping;
 static pthread_t *wk_threads;
@@ -59,6 +61,11 @@ coalesces(const struct req *r)
 {
 	return r->route->run_many && !r->deferred;
 }
+
+/* A small group (below WK_SPLIT_MIN_ITEMS) opens a lane beside a running one once that one
+ * has run this long: a commit slowed by other work (a 64 MiB push beside it) does not hold
+ * every small push behind it. */
+#define LANE_OPEN_US 2000
 
 /* 1 when the light jobs of first's route from first on hold enough items to open a lane
  * beside a running one (WK_SPLIT_MIN_ITEMS). Called with wk_mu held. */
@@ -195,25 +202,29 @@ unlink_job(struct req *prev, struct req *cur)
  * when one of the QUEEN_PUSH_LANES lanes is free; it then takes every other waiting light
  * job of that route, up to the item budget. Pushes to the same partitions serialise on their
  * row locks anyway, so a few large transactions beat many small ones racing for the same
- * locks: while a lane commits, the next group gathers. Returns 0 when nothing may run yet;
- * *is_heavy tells whether the batch holds a heavy lane. Called with wk_mu held. */
+ * locks: while a lane commits, the next group gathers. Returns 0 when nothing may run yet,
+ * and then in *wake_us (now_us) when a group held back may open a lane, or 0; *is_heavy
+ * tells whether the batch holds a heavy lane. Called with wk_mu held. */
 static size_t
-take_jobs(struct req **out, size_t max, int *is_heavy)
+take_jobs(struct req **out, size_t max, int *is_heavy, uint64_t *wake_us)
 {
 	struct req *first, *prev = NULL, *cur;
 	size_t n = 0, items;
 	void (*held_back)(struct req **, size_t, struct wk *, enum qe *) = NULL;
 
 	*is_heavy = 0;
+	*wake_us = 0;
 	for (first = wk_head; first; prev = first, first = first->next) {
 		if (!coalesces(first))
 			break;
 		if (!lane_free(first) ||
 		    (!wk_heavy(first) && first->route->run_many == held_back))
 			continue;
-		if (wk_heavy(first) || wk_lanes_busy == 0 || group_opens_lane(first))
+		if (wk_heavy(first) || wk_lanes_busy == 0 || group_opens_lane(first) ||
+		    now_us() >= wk_light_start_us + LANE_OPEN_US)
 			break;
 		held_back = first->route->run_many;	/* and every later job of its route */
+		*wake_us = wk_light_start_us + LANE_OPEN_US;
 	}
 	if (!first)
 		return 0;
@@ -228,6 +239,7 @@ take_jobs(struct req **out, size_t max, int *is_heavy)
 		return n;
 	}
 	wk_lanes_busy++;
+	wk_light_start_us = now_us();
 	items = first->weight;
 	while (cur && n < max && items < (size_t)qconf.group_commit_items) {
 		struct req *next = cur->next;
@@ -305,12 +317,33 @@ run_jobs(struct wk *w, struct req **jobs, size_t n, int is_heavy)
 			http_finish(jobs[i], rcs[i]);
 }
 
+/* Waits for a job, a call or a finished lane; past wake_us (now_us) too, when not 0. Called
+ * with wk_mu held. */
+static void
+wait_jobs(uint64_t wake_us)
+{
+	struct timespec at;
+	uint64_t now = now_us(), ns;
+
+	if (!wake_us) {
+		pthread_cond_wait(&wk_cv, &wk_mu);
+		return;
+	}
+	/* The condition variable's clock is the wall clock: the same distance from now. */
+	clock_gettime(CLOCK_REALTIME, &at);
+	ns = (uint64_t)at.tv_nsec + (wake_us > now ? wake_us - now : 0) * 1000;
+	at.tv_sec += (time_t)(ns / 1000000000);
+	at.tv_nsec = (long)(ns % 1000000000);
+	pthread_cond_timedwait(&wk_cv, &wk_mu, &at);
+}
+
 static void *
 wk_main(void *arg)
 {
 	struct wk *w = arg;
 	struct req *jobs[WK_MAX_BATCH];
 	int is_heavy = 0;
+	uint64_t wake_us = 0;
 
 	pidx_thread_online();
 	/* Connected before the first request needs it: a connection costs a handshake and the
@@ -323,9 +356,10 @@ wk_main(void *arg)
 		pthread_mutex_lock(&wk_mu);
 		/* Calls first: a worker waits for them with its lane's requests in hand. */
 		while (!(call = take_call()) &&
-		       (n = wk_head ? take_jobs(jobs, ARRAY_LEN(jobs), &is_heavy) : 0) == 0 &&
+		       (n = wk_head ? take_jobs(jobs, ARRAY_LEN(jobs), &is_heavy, &wake_us)
+				    : 0) == 0 &&
 		       !(wk_stopping && !wk_head))
-			pthread_cond_wait(&wk_cv, &wk_mu);
+			wait_jobs(wk_head ? wake_us : 0);
 		pthread_mutex_unlock(&wk_mu);
 		if (call) {
 			run_call(w, call);
