@@ -229,8 +229,9 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 			pgbin_uuid(res, i, 0, pid);
 			until = j->auto_ack || PQgetisnull(res, i, 12) ? 0
 								: pgbin_ts_ms(res, i, 12);
-			pidx_cursor(pid, j->gh, pgbin_i64(res, i, 10), until);
-			pidx_log_end(pid, pgbin_i64(res, i, 11));
+			if (pgbin_uuid_bytes(res, i, 0))
+				pidx_claimed(pgbin_uuid_bytes(res, i, 0), j->gh,
+					     pgbin_i64(res, i, 10), until, pgbin_i64(res, i, 11));
 		}
 		if (until > 0 && !PQgetisnull(res, i, 5)) {
 			txns[run] = PQgetvalue(res, i, 5);

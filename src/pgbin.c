@@ -32,15 +32,21 @@ pgbin_i64(const PGresult *res, int row, int col)
 	return (int64_t)be(res, row, col, 8);
 }
 
+const uint8_t *
+pgbin_uuid_bytes(const PGresult *res, int row, int col)
+{
+	if (PQgetisnull(res, row, col) || PQgetlength(res, row, col) != 16)
+		return NULL;
+	return (const uint8_t *)PQgetvalue(res, row, col);
+}
+
 void
 pgbin_uuid(const PGresult *res, int row, int col, char out[UUID_STR_LEN])
 {
 	static const uint8_t zero[16];
-	const uint8_t *b = (const uint8_t *)PQgetvalue(res, row, col);
+	const uint8_t *b = pgbin_uuid_bytes(res, row, col);
 
-	if (PQgetisnull(res, row, col) || PQgetlength(res, row, col) != 16)
-		b = zero;
-	uuid_format(b, out);
+	uuid_format(b ? b : zero, out);
 }
 
 /* a / b rounded toward minus infinity (b > 0). */

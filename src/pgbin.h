@@ -19,6 +19,8 @@
 
 int32_t pgbin_i32(const PGresult *res, int row, int col);
 int64_t pgbin_i64(const PGresult *res, int row, int col);
+/* A uuid column's 16 bytes, or NULL when it is NULL or not 16 bytes long. */
+const uint8_t *pgbin_uuid_bytes(const PGresult *res, int row, int col);
 /* A uuid column as canonical lowercase text. */
 void pgbin_uuid(const PGresult *res, int row, int col, char out[UUID_STR_LEN]);
 /* A timestamptz column as milliseconds since the Unix epoch (rounded down). */

@@ -761,6 +761,26 @@ pidx_cursor(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until
 }
 
 void
+pidx_claimed(const uint8_t id[16], uint64_t gh, int64_t committed, int64_t lease_until,
+	     int64_t log_end)
+{
+	struct pid_key k;
+	struct pq_part *p;
+	struct gslot *s;
+
+	memcpy(k.b, id, sizeof(k.b));
+	k.h = siphash24(pidx_key, k.b, sizeof(k.b));
+	urcu_memb_read_lock();
+	p = find_key(&k);
+	s = p ? find_slot(p, gh, 1) : NULL;
+	if (s)
+		slot_set(s, committed, lease_until, 1, 0, 0);
+	if (p)
+		atomic_max(&p->log_end, log_end);
+	urcu_memb_read_unlock();
+}
+
+void
 pidx_cursor_implied(const char *pid, uint64_t gh, int64_t start, uint64_t mark)
 {
 	cursor_set(pid, gh, start, 0, 0, mark, 1);

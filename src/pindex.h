@@ -45,6 +45,11 @@ int pidx_log_end(const char *pid, int64_t log_end);
 /* Records a group's cursor on a partition: committed offset and lease expiry (wall ms, 0 =
  * none, -1 = unchanged). */
 void pidx_cursor(const char *pid, uint64_t group_hash, int64_t committed, int64_t lease_until);
+/* What a pop's rows say of a partition it claimed, with one lookup: pidx_cursor and
+ * pidx_log_end of the partition whose id is these 16 bytes (as PostgreSQL sends a uuid in
+ * binary). */
+void pidx_claimed(const uint8_t id[16], uint64_t group_hash, int64_t committed,
+		  int64_t lease_until, int64_t log_end);
 /* A cursor the group has not got yet on a partition: start is where its subscription makes it
  * begin (SPEC 5 "First contact"), as a pop found. Kept apart from cursors seen in PostgreSQL,
  * because a change of the subscription moves it. Like a snapshot, it does not overwrite a

@@ -67,6 +67,9 @@ main(void)
 	ok(pgbin_i32(res, 0, 1) == 0, "a column of another length reads as 0");
 	pgbin_uuid(res, 0, 1, u);
 	ok(strcmp(u, "00000000-0000-0000-0000-000000000000") == 0, "and an id of it as zeros");
+	ok(pgbin_uuid_bytes(res, 0, 2) != NULL && pgbin_uuid_bytes(res, 0, 2)[15] == 0xcd &&
+	   pgbin_uuid_bytes(res, 0, 1) == NULL && pgbin_uuid_bytes(res, 0, 5) == NULL,
+	   "a uuid's bytes; none of a NULL or of another length");
 	PQclear(res);
 
 	ok(iso_is(0, "1970-01-01T00:00:00.000Z"), "the Unix epoch");
