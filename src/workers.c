@@ -26,6 +26,7 @@ static struct req *wk_head, *wk_tail;
 static long wk_len;
 static int64_t wk_lanes_busy;	/* light push batches running */
 static uint64_t wk_light_start_us;	/* when the latest of them started (now_us) */
+static int wk_timer_armed;	/* a waiting worker wakes when a held-back group may open one */
 static int64_t wk_heavy_busy;	/* heavy ones running (see heavy) */
 static int wk_stopping;
 static pthread_t *wk_threads;
@@ -80,6 +81,21 @@ group_opens_lane(const struct req *first)
 	return items >= WK_SPLIT_MIN_ITEMS;
 }
 
+/* 1 when the light job r of a coalescing route may open a lane now as far as its group
+ * goes: no light lane runs, the light jobs of its route waiting hold WK_SPLIT_MIN_ITEMS, or
+ * the running commit has taken LANE_OPEN_US. Called with wk_mu held. */
+static int
+light_opens_now(const struct req *r)
+{
+	const struct req *f = wk_head;
+
+	if (wk_lanes_busy == 0 || now_us() >= wk_light_start_us + LANE_OPEN_US)
+		return 1;
+	while (f && !(coalesces(f) && !wk_heavy(f) && f->route->run_many == r->route->run_many))
+		f = f->next;
+	return f && group_opens_lane(f);
+}
+
 enum qe
 wk_submit(struct req *r)
 {
@@ -100,8 +116,11 @@ wk_submit(struct req *r)
 	wk_tail = r;
 	wk_len++;
 	/* A push that must wait for a lane wakes nobody: the lane's worker takes it with the
-	 * others when it finishes. Waking a worker that cannot run it only costs a switch. */
-	if (!coalesces(r) || lane_free(r))
+	 * others when it finishes. Waking a worker that cannot run it only costs a switch. Nor
+	 * does one that is to gather behind the running commit, once a worker watches the clock
+	 * for its group (LANE_OPEN_US). */
+	if (!coalesces(r) ||
+	    (lane_free(r) && (wk_heavy(r) || light_opens_now(r) || !wk_timer_armed)))
 		pthread_cond_signal(&wk_cv);
 	pthread_mutex_unlock(&wk_mu);
 	return QE_OK;
@@ -220,8 +239,7 @@ take_jobs(struct req **out, size_t max, int *is_heavy, uint64_t *wake_us)
 		if (!lane_free(first) ||
 		    (!wk_heavy(first) && first->route->run_many == held_back))
 			continue;
-		if (wk_heavy(first) || wk_lanes_busy == 0 || group_opens_lane(first) ||
-		    now_us() >= wk_light_start_us + LANE_OPEN_US)
+		if (wk_heavy(first) || light_opens_now(first))
 			break;
 		held_back = first->route->run_many;	/* and every later job of its route */
 		*wake_us = wk_light_start_us + LANE_OPEN_US;
@@ -325,16 +343,19 @@ wait_jobs(uint64_t wake_us)
 	struct timespec at;
 	uint64_t now = now_us(), ns;
 
-	if (!wake_us) {
+	/* One worker watches the clock; the others wait for a signal. */
+	if (!wake_us || wk_timer_armed) {
 		pthread_cond_wait(&wk_cv, &wk_mu);
 		return;
 	}
+	wk_timer_armed = 1;
 	/* The condition variable's clock is the wall clock: the same distance from now. */
 	clock_gettime(CLOCK_REALTIME, &at);
 	ns = (uint64_t)at.tv_nsec + (wake_us > now ? wake_us - now : 0) * 1000;
 	at.tv_sec += (time_t)(ns / 1000000000);
 	at.tv_nsec = (long)(ns % 1000000000);
 	pthread_cond_timedwait(&wk_cv, &wk_mu, &at);
+	wk_timer_armed = 0;
 }
 
 static void *
