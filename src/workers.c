@@ -325,7 +325,11 @@ run_jobs(struct wk *w, struct req **jobs, size_t n, int is_heavy)
 			wk_heavy_busy--;
 		else
 			wk_lanes_busy--;
-		pthread_cond_broadcast(&wk_cv);
+		/* One lane is free: one worker takes the group that waited for it (this one
+		 * looks again too once its answers are out). Waking every idle worker at each
+		 * commit only cost switches. */
+		if (wk_head)
+			pthread_cond_signal(&wk_cv);
 		pthread_mutex_unlock(&wk_mu);
 	} else {
 		rcs[0] = jobs[0]->route->run(jobs[0], w);
