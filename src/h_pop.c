@@ -211,6 +211,7 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	const char *lease = j->auto_ack ? "" : lease_id;
 	int rows = PQntuples(res), claimed = 0, run = 0;
 	char pid[UUID_STR_LEN], at[PGBIN_ISO_LEN];
+	const uint8_t *raw;
 	const char **txns = malloc(sizeof(*txns) * (size_t)rows);
 	int64_t *offs = malloc(sizeof(*offs) * (size_t)rows);
 	int64_t now = wall_ms(), until = 0;
@@ -229,9 +230,9 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 			pgbin_uuid(res, i, 0, pid);
 			until = j->auto_ack || PQgetisnull(res, i, 12) ? 0
 								: pgbin_ts_ms(res, i, 12);
-			if (pgbin_uuid_bytes(res, i, 0))
-				pidx_claimed(pgbin_uuid_bytes(res, i, 0), j->gh,
-					     pgbin_i64(res, i, 10), until, pgbin_i64(res, i, 11));
+			if ((raw = pgbin_uuid_bytes(res, i, 0)) != NULL)
+				pidx_claimed(raw, j->gh, pgbin_i64(res, i, 10), until,
+					     pgbin_i64(res, i, 11));
 		}
 		if (until > 0 && !PQgetisnull(res, i, 5)) {
 			txns[run] = PQgetvalue(res, i, 5);
@@ -396,6 +397,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 	/* What the rows say of cursors is as old as the query: an ack landing meanwhile wins. */
 	mark = pidx_cursor_mark();
 	res = NULL;
+	e = QE_OK;
 	if (held) {
 		/* The steady state: the claim of cursors that exist, alone, called straight (not
 		 * through queen_pop, whose call and copy of the rows cost as much again). */
@@ -407,17 +409,13 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 
 		metrics_pop_query();
 		e = db_exec(w->db, SQL_POP_HELD, hp, &res);
-		if (e != QE_OK) {
-			sb_free(&cand_sb);
-			return req_fail(r, e, "pop failed: database unavailable");
-		}
-		if (PQntuples(res) == 0) {
+		if (e == QE_OK && PQntuples(res) == 0) {
 			/* Stale, or taken meanwhile: queen_pop finds out why. */
 			PQclear(res);
 			res = NULL;
 		}
 	}
-	if (!res) {
+	if (e == QE_OK && !res) {
 		const char *params[14] = {
 			j->queue, j->partition, j->ns, j->task, j->group, batch, width,
 			j->lease_given ? lease_s : NULL, j->auto_ack ? "true" : "false",
@@ -427,12 +425,10 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 
 		metrics_pop_query();
 		e = db_exec(w->db, SQL_POP, params, &res);
-		if (e != QE_OK) {
-			sb_free(&cand_sb);
-			return req_fail(r, e, "pop failed: database unavailable");
-		}
 	}
 	sb_free(&cand_sb);
+	if (e != QE_OK)
+		return req_fail(r, e, "pop failed: database unavailable");
 	if (PQntuples(res) > 0 && PQgetisnull(res, 0, 3)) {
 		learn_cursors(j, res, mark);
 		t->refused = more;

@@ -158,12 +158,19 @@ struct pid_key {
 	uint64_t h;
 };
 
+/* The key of the partition id whose 16 bytes k->b holds. */
+static void
+pid_key_hash(struct pid_key *k)
+{
+	k->h = siphash24(pidx_key, k->b, sizeof(k->b));
+}
+
 static int
 pid_key(const char *pid, struct pid_key *k)
 {
 	if (uuid_parse(pid, k->b) < 0)
 		return 0;
-	k->h = siphash24(pidx_key, k->b, sizeof(k->b));
+	pid_key_hash(k);
 	return 1;
 }
 
@@ -739,18 +746,23 @@ slot_set(struct gslot *s, int64_t committed, int64_t lease_until, int live, uint
 		atomic_store(&s->lease_until, lease_until);
 }
 
+/* Sets group gh's slot of partition p (NULL: unknown, nothing done). Under the read lock. */
+static void
+part_cursor_set(struct pq_part *p, uint64_t gh, int64_t committed, int64_t lease_until,
+		int live, uint64_t mark, int implied)
+{
+	struct gslot *s = p ? find_slot(p, gh, 1) : NULL;
+
+	if (s)
+		slot_set(s, committed, lease_until, live, mark, implied);
+}
+
 static void
 cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until, int live,
 	   uint64_t mark, int implied)
 {
-	struct pq_part *p;
-	struct gslot *s;
-
 	urcu_memb_read_lock();
-	p = find_id(pid);
-	s = p ? find_slot(p, gh, 1) : NULL;
-	if (s)
-		slot_set(s, committed, lease_until, live, mark, implied);
+	part_cursor_set(find_id(pid), gh, committed, lease_until, live, mark, implied);
 	urcu_memb_read_unlock();
 }
 
@@ -766,15 +778,12 @@ pidx_claimed(const uint8_t id[16], uint64_t gh, int64_t committed, int64_t lease
 {
 	struct pid_key k;
 	struct pq_part *p;
-	struct gslot *s;
 
 	memcpy(k.b, id, sizeof(k.b));
-	k.h = siphash24(pidx_key, k.b, sizeof(k.b));
+	pid_key_hash(&k);
 	urcu_memb_read_lock();
 	p = find_key(&k);
-	s = p ? find_slot(p, gh, 1) : NULL;
-	if (s)
-		slot_set(s, committed, lease_until, 1, 0, 0);
+	part_cursor_set(p, gh, committed, lease_until, 1, 0, 0);
 	if (p)
 		atomic_max(&p->log_end, log_end);
 	urcu_memb_read_unlock();

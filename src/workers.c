@@ -81,19 +81,28 @@ group_opens_lane(const struct req *first)
 	return items >= WK_SPLIT_MIN_ITEMS;
 }
 
-/* 1 when the light job r of a coalescing route may open a lane now as far as its group
- * goes: no light lane runs, the light jobs of its route waiting hold WK_SPLIT_MIN_ITEMS, or
- * the running commit has taken LANE_OPEN_US. Called with wk_mu held. */
+/* 1 when first, the first waiting light job of its coalescing route, may open a lane now
+ * as far as its group goes: no light lane runs, the light jobs of its route from it on hold
+ * WK_SPLIT_MIN_ITEMS, or the running commit has taken LANE_OPEN_US. Called with wk_mu
+ * held. */
 static int
-light_opens_now(const struct req *r)
+light_opens_now(const struct req *first)
+{
+	return wk_lanes_busy == 0 || now_us() >= wk_light_start_us + LANE_OPEN_US ||
+	       group_opens_lane(first);
+}
+
+/* The first waiting light job of r's coalescing route (r itself when none is before it).
+ * Called with wk_mu held. */
+static const struct req *
+first_light(const struct req *r)
 {
 	const struct req *f = wk_head;
 
-	if (wk_lanes_busy == 0 || now_us() >= wk_light_start_us + LANE_OPEN_US)
-		return 1;
-	while (f && !(coalesces(f) && !wk_heavy(f) && f->route->run_many == r->route->run_many))
+	while (f != r &&
+	       !(coalesces(f) && !wk_heavy(f) && f->route->run_many == r->route->run_many))
 		f = f->next;
-	return f && group_opens_lane(f);
+	return f;
 }
 
 enum qe
@@ -120,7 +129,7 @@ wk_submit(struct req *r)
 	 * does one that is to gather behind the running commit, once a worker watches the clock
 	 * for its group (LANE_OPEN_US). */
 	if (!coalesces(r) ||
-	    (lane_free(r) && (wk_heavy(r) || light_opens_now(r) || !wk_timer_armed)))
+	    (lane_free(r) && (wk_heavy(r) || light_opens_now(first_light(r)) || !wk_timer_armed)))
 		pthread_cond_signal(&wk_cv);
 	pthread_mutex_unlock(&wk_mu);
 	return QE_OK;
