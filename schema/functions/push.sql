@@ -224,17 +224,15 @@ BEGIN
 
 	RETURN QUERY
 	WITH g AS MATERIALIZED (
-		-- One segment per partition (a call holds at most 1000 items): one pass over
-		-- the items sorted by (partition, input order), every array aggregated in that
-		-- same order.
-		SELECT s.pid, count(*)::int AS n, array_agg(s.o) AS idx, array_agg(s.mid) AS ids,
-		       array_agg(coalesce(s.txn, s.mid::text)) AS txns,
-		       array_agg(s.trace) AS traces, bool_or(s.trace IS NOT NULL) AS has_trace,
-		       array_agg(s.payload) AS pays,
-		       array_agg(s.sub) AS subs, bool_or(s.sub IS NOT NULL) AS has_sub
-		FROM (SELECT u.pid, u.o::int AS o, u.mid, u.txn, u.trace, u.payload, u.sub
-		      FROM unnest(v_pid, p_id, p_txn, p_trace, p_payload, p_sub, v_skip)
-			WITH ORDINALITY AS u (pid, mid, txn, trace, payload, sub, skip, o)
+		-- One segment per partition (a call holds at most 1000 items): the input indexes
+		-- of its items, in input order.  Only indexes: the payloads are read from the
+		-- parameters once, into the segment row itself.  Carried through these CTEs as
+		-- arrays, every 1 KiB payload was copied four times over (a sort, an aggregate, two
+		-- materializations): a quarter of the database's time for a push (8.8 -> 6.5 us a
+		-- message).
+		SELECT s.pid, count(*)::int AS n, array_agg(s.o) AS idx
+		FROM (SELECT u.pid, u.o::int AS o
+		      FROM unnest(v_pid, v_skip) WITH ORDINALITY AS u (pid, skip, o)
 		      WHERE u.skip IS NOT TRUE
 		      ORDER BY u.pid, u.o) s
 		GROUP BY s.pid
@@ -248,15 +246,23 @@ BEGIN
 		ORDER BY p.id
 		FOR UPDATE
 	), b AS MATERIALIZED (
-		SELECT l.id AS pid, l.base, l.ts, l.qid, coalesce(g.n, 0) AS n, g.idx, g.ids,
-		       g.txns, CASE WHEN g.has_trace THEN g.traces END AS traces, g.pays,
-		       CASE WHEN g.has_sub THEN g.subs END AS subs
+		SELECT l.id AS pid, l.base, l.ts, l.qid, coalesce(g.n, 0) AS n, g.idx
 		FROM l LEFT JOIN g ON g.pid = l.id
 	), seg AS (
+		-- Each array in the order of idx (unnest reads an array in order).  A trace or
+		-- producer array whose every element is NULL is stored as NULL.
 		INSERT INTO queen_segments (partition_id, base_offset, end_offset, created_at,
 					    ids, txn_ids, trace_ids, payloads, producer_subs)
-		SELECT b.pid, b.base, b.base + b.n - 1, b.ts, b.ids, b.txns, b.traces, b.pays,
-		       b.subs
+		SELECT b.pid, b.base, b.base + b.n - 1, b.ts,
+		       ARRAY(SELECT p_id[i] FROM unnest(b.idx) i),
+		       ARRAY(SELECT coalesce(p_txn[i], p_id[i]::text) FROM unnest(b.idx) i),
+		       (SELECT CASE WHEN bool_or(p_trace[i] IS NOT NULL)
+				    THEN array_agg(p_trace[i]) END
+			FROM unnest(b.idx) i WHERE p_trace IS NOT NULL),
+		       ARRAY(SELECT p_payload[i] FROM unnest(b.idx) i),
+		       (SELECT CASE WHEN bool_or(p_sub[i] IS NOT NULL)
+				    THEN array_agg(p_sub[i]) END
+			FROM unnest(b.idx) i WHERE p_sub IS NOT NULL)
 		FROM b WHERE b.n > 0
 	), up AS (
 		UPDATE queen_partitions p
@@ -268,7 +274,7 @@ BEGIN
 		      FROM b WHERE b.n > 0) x
 		WHERE x.s IS NOT NULL AND v_notify
 	)
-	SELECT b.idx[i] - 1, 'queued'::text, b.ids[i], b.qid, b.pid, b.base + i - 1,
+	SELECT b.idx[i] - 1, 'queued'::text, p_id[b.idx[i]], b.qid, b.pid, b.base + i - 1,
 	       b.base + b.n - 1
 	FROM b
 	CROSS JOIN LATERAL generate_series(1, b.n) AS i
