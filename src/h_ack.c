@@ -432,18 +432,16 @@ h_ack_item_elems(struct strbuf *sb, const struct ack_item *it)
 	sb_add_pgnext(&sb[5], it->error);
 }
 
-/* The arrays of queen_ack: one element per item bound for SQL. */
+/* The arrays of queen_ack: one element per item of sel. */
 static void
-item_arrays(const struct ack_job *j, struct strbuf *sb)
+item_arrays(const struct ack_job *j, const size_t *sel, size_t nsel, struct strbuf *sb)
 {
-	for (size_t i = 0; i < j->n; i++)
-		if (!j->items[i].fail)
-			h_ack_item_elems(sb, &j->items[i]);
+	for (size_t s = 0; s < nsel; s++)
+		h_ack_item_elems(sb, &j->items[sel[s]]);
 }
 
 /* The arrays of queen_ack_known: one element per run of items of one (partition, group,
- * lease) (group, partition, lease, lowest and highest offset, items), then every item's
- * txn. */
+ * lease): group, partition, lease, lowest and highest offset, items. */
 static void
 run_arrays(const struct ack_job *j, const int64_t *offs, struct strbuf *sb)
 {
@@ -461,7 +459,6 @@ run_arrays(const struct ack_job *j, const int64_t *offs, struct strbuf *sb)
 		for (size_t k = i; k < end; k++) {
 			lo = offs[k] < lo ? offs[k] : lo;
 			hi = offs[k] > hi ? offs[k] : hi;
-			sb_add_pgnext(&sb[6], j->items[k].txn);
 		}
 		sb_add_pgnext(&sb[0], it->group);
 		sb_add_pgnext(&sb[1], it->pid);
@@ -475,99 +472,131 @@ run_arrays(const struct ack_job *j, const int64_t *offs, struct strbuf *sb)
 	}
 }
 
+#define ACK_PARAMS 6
+
+struct ack_tally {
+	uint64_t ok, nack, dlq;
+};
+
+/* Runs the ack statement id over the array literals sb (built by fill, closed here) and gives
+ * each item a row answers its verdict: sel[s] is the item of the s-th element the arrays
+ * describe, and a row answers n of them from its idx on. answered[i] is set for each. */
+static enum qe
+ack_exec(struct wk *w, struct ack_job *j, enum sql_id id, struct strbuf *sb, const size_t *sel,
+	 size_t nsel, unsigned char *answered, struct ack_tally *t)
+{
+	const char *params[ACK_PARAMS];
+	const char *last_pid = "", *last_cmt = "", *last_group = "";
+	int last_released = -1;
+	PGresult *res;
+	enum qe e;
+
+	for (int k = 0; k < ACK_PARAMS; k++) {
+		sb_addc(&sb[k], '}');
+		params[k] = sb[k].buf;
+	}
+	e = db_exec(w->db, id, params, &res);
+	if (e != QE_OK)
+		return e;
+	for (int row = 0; row < PQntuples(res); row++) {
+		size_t idx = (size_t)atol(PQgetvalue(res, row, 0));
+		size_t n = (size_t)atol(PQgetvalue(res, row, 8));
+		struct ack_item *it = NULL;
+
+		QASSERT(n >= 1 && idx < nsel && n <= nsel - idx);
+		for (size_t k = 0; k < n; k++) {
+			it = &j->items[sel[idx + k]];
+			answered[sel[idx + k]] = 1;
+			it->success = PQgetvalue(res, row, 1)[0] == 't';
+			if (!PQgetisnull(res, row, 2))
+				it->err = strdup(PQgetvalue(res, row, 2));
+			it->released = PQgetvalue(res, row, 3)[0] == 't';
+			it->dlq = PQgetvalue(res, row, 4)[0] == 't';
+			it->noop = PQgetvalue(res, row, 5)[0] == 't';
+			if (it->success && it->status[0] == 'c')
+				t->ok++;
+			else if (it->success)
+				t->nack++;
+			t->dlq += (uint64_t)it->dlq;
+		}
+		/* Rows of one partition come together and say the same of its cursor: tell
+		 * the index once per partition. */
+		if (!PQgetisnull(res, row, 6) && !PQgetisnull(res, row, 7) &&
+		    (strcmp(PQgetvalue(res, row, 6), last_pid) != 0 ||
+		     strcmp(PQgetvalue(res, row, 7), last_cmt) != 0 ||
+		     strcmp(it->group, last_group) != 0 || it->released != last_released)) {
+			last_pid = PQgetvalue(res, row, 6);
+			last_group = it->group;
+			last_cmt = PQgetvalue(res, row, 7);
+			last_released = it->released;
+			pidx_cursor(last_pid, pidx_group_hash(it->group), atoll(last_cmt),
+				    it->released ? 0 : -1);
+		}
+	}
+	wake_after(res);
+	PQclear(res);
+	return e;
+}
+
+static void
+arrays_open(struct strbuf *sb)
+{
+	for (int k = 0; k < ACK_PARAMS; k++) {
+		sb_reset(&sb[k]);
+		sb_addc(&sb[k], '{');
+	}
+}
+
 enum qe
 h_ack_run(struct req *r, struct wk *w)
 {
 	struct ack_job *j = r->job;
-	struct strbuf sb[7];
-	const char *params[7];
-	PGresult *res;
-	size_t sent = 0;
-	uint64_t ok = 0, nack = 0, dlq = 0;
-	const char **txns = malloc(sizeof(*txns) * (j->n ? j->n : 1));
-	int64_t *offs = malloc(sizeof(*offs) * (j->n ? j->n : 1));
-	int known;
+	struct strbuf sb[ACK_PARAMS];
+	struct ack_tally t = { 0, 0, 0 };
+	size_t n = j->n ? j->n : 1, nsel = 0;
+	const char **txns = malloc(sizeof(*txns) * n);
+	int64_t *offs = malloc(sizeof(*offs) * n);
+	size_t *sel = malloc(sizeof(*sel) * n);
+	unsigned char *answered = calloc(n, 1);
 	enum qe e = QE_OK;
 
-	QASSERT(txns != NULL && offs != NULL);
-	known = known_offsets(j, txns, offs);
-	for (int k = 0; k < 7; k++) {
+	QASSERT(txns != NULL && offs != NULL && sel != NULL && answered != NULL);
+	for (int k = 0; k < ACK_PARAMS; k++)
 		sb_init(&sb[k]);
-		sb_addc(&sb[k], '{');
-	}
-	for (size_t i = 0; i < j->n; i++)
-		sent += !j->items[i].fail;
 	/* Every item a completed ack of what this broker delivered: one keyed update per
-	 * (partition, group), no segment read, a row per run. */
-	if (known)
-		run_arrays(j, offs, sb);
-	else
-		item_arrays(j, sb);
-	for (int k = 0; k < 7; k++) {
-		sb_addc(&sb[k], '}');
-		params[k] = sb[k].buf;
-	}
-	if (sent) {
-		e = db_exec(w->db, known ? SQL_ACK_KNOWN : SQL_ACK, params, &res);
-		if (e == QE_OK) {
-			/* Rows come back with the index among the items sent to SQL. */
-			size_t *map = calloc(sent, sizeof(*map));
-			const char *last_pid = "", *last_cmt = "", *last_group = "";
-			int last_released = -1;
-
-			QASSERT(map != NULL);
-			for (size_t i = 0, s = 0; i < j->n; i++)
-				if (!j->items[i].fail)
-					map[s++] = i;
-			for (int row = 0; row < PQntuples(res); row++) {
-				size_t idx = (size_t)atol(PQgetvalue(res, row, 0));
-				size_t n = (size_t)atol(PQgetvalue(res, row, 8));
-				struct ack_item *it;
-
-				/* A row answers n items from idx on (a run of queen_ack_known). */
-				QASSERT(n >= 1 && idx < sent && n <= sent - idx);
-				for (size_t t = 0; t < n; t++) {
-					it = &j->items[map[idx + t]];
-					it->success = PQgetvalue(res, row, 1)[0] == 't';
-					if (!PQgetisnull(res, row, 2))
-						it->err = strdup(PQgetvalue(res, row, 2));
-					it->released = PQgetvalue(res, row, 3)[0] == 't';
-					it->dlq = PQgetvalue(res, row, 4)[0] == 't';
-					it->noop = PQgetvalue(res, row, 5)[0] == 't';
-					if (it->success && it->status[0] == 'c')
-						ok++;
-					else if (it->success)
-						nack++;
-					dlq += it->dlq;
-				}
-				/* Rows of one partition come together and say the same of
-				 * its cursor: tell the index once per partition. */
-				if (!PQgetisnull(res, row, 6) && !PQgetisnull(res, row, 7) &&
-				    (strcmp(PQgetvalue(res, row, 6), last_pid) != 0 ||
-				     strcmp(PQgetvalue(res, row, 7), last_cmt) != 0 ||
-				     strcmp(it->group, last_group) != 0 ||
-				     it->released != last_released)) {
-					last_pid = PQgetvalue(res, row, 6);
-					last_group = it->group;
-					last_cmt = PQgetvalue(res, row, 7);
-					last_released = it->released;
-					pidx_cursor(last_pid, pidx_group_hash(it->group),
-						    atoll(last_cmt), it->released ? 0 : -1);
-				}
-			}
-			free(map);
-			forget_acked(j, txns);
-			wake_after(res);
-			PQclear(res);
+	 * (partition, group), no segment read, a row per run it wrote. */
+	if (known_offsets(j, txns, offs)) {
+		for (size_t i = 0; i < j->n; i++)
+			if (!j->items[i].fail)
+				sel[nsel++] = i;
+		if (nsel) {
+			arrays_open(sb);
+			run_arrays(j, offs, sb);
+			e = ack_exec(w, j, SQL_ACK_KNOWN, sb, sel, nsel, answered, &t);
 		}
 	}
-	for (int k = 0; k < 7; k++)
+	/* Every item the keyed path did not take (a lease expired or held by another, a
+	 * re-ack, or the path could not be used): queen_ack, a verdict per item. */
+	nsel = 0;
+	for (size_t i = 0; i < j->n && e == QE_OK; i++)
+		if (!j->items[i].fail && !answered[i])
+			sel[nsel++] = i;
+	if (nsel) {
+		arrays_open(sb);
+		item_arrays(j, sel, nsel, sb);
+		e = ack_exec(w, j, SQL_ACK, sb, sel, nsel, answered, &t);
+	}
+	if (e == QE_OK)
+		forget_acked(j, txns);
+	for (int k = 0; k < ACK_PARAMS; k++)
 		sb_free(&sb[k]);
 	free(txns);
 	free(offs);
+	free(sel);
+	free(answered);
 	if (e != QE_OK)
 		return req_fail(r, e, "ack not applied: database unavailable");
-	metrics_acked(ok, nack, dlq);
+	metrics_acked(t.ok, t.nack, t.dlq);
 	render(r, j);
 	return QE_OK;
 }

@@ -37,7 +37,7 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_ACK_KNOWN] = { "ack_known",
 		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed, n "
 		"FROM queen_ack_known($1::text[], $2::uuid[], $3::uuid[], $4::bigint[], "
-		"$5::bigint[], $6::int[], $7::text[])", 7 },
+		"$5::bigint[], $6::int[])", 6 },
 	[SQL_EXTEND] = { "extend",
 		"SELECT renewed, to_char(expires_at AT TIME ZONE 'UTC', "
 		"'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM queen_extend($1::uuid, $2::int)", 2 },

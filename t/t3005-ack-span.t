@@ -81,6 +81,37 @@ subtest 'several out of order in one batch call' => sub {
 	is(pop_n(1)->[0]{transactionId}, 'sp-21', 'the cursor is past sp-20');
 };
 
+subtest 'one batch call over two partitions: a run the keyed update takes and one it does not' => sub {
+	for my $part (qw(a b)) {
+		my ($s) = $q->push_items(map { +{ queue => 'sp2', partition => $part,
+			transactionId => "$part-$_" } } 0 .. 2);
+		is($s, 201, "three messages in $part");
+	}
+	my ($s, $b) = $q->pop('sp2', partitions => 2, batch => 10, wait => 'false',
+		consumerGroup => $G, subscriptionMode => 'all');
+	is($b->{partitionsClaimed}, 2, 'one lease over a and b');
+	my %m = map { $_->{transactionId} => $_ } @{ $b->{messages} };
+	my $ack = sub { +{ transactionId => $_[0]{transactionId}, partitionId => $_[0]{partitionId},
+		leaseId => $_[0]{leaseId}, status => 'completed' } };
+	is_true(ack($m{'a-1'})->{success}, 'a-1 acked: a is committed past a-0');
+	my $r;
+	($s, $r) = $q->ack_batch($G, map { $ack->($m{$_}) } qw(a-0 b-0 b-1));
+	is($s, 200, 'ack/batch 200');
+	$r = [] unless ref $r eq 'ARRAY';
+	is_true($r->[0]{success}, 'a-0, below the committed offset, is accepted');
+	is_true($r->[0]{noop}, 'as a noop');
+	for my $k (1, 2) {
+		is_true($r->[$k]{success}, "$r->[$k]{transactionId} acked");
+		is_false($r->[$k]{noop}, "$r->[$k]{transactionId} moved the cursor");
+	}
+	is_false($r->[2]{leaseReleased}, 'b-2 is still leased');
+	($s, $r) = $q->ack_batch($G, map { $ack->($m{$_}) } qw(a-2 b-2));
+	is_true($_->{leaseReleased}, "$_->{transactionId} ends its span") for @$r;
+	($s) = $q->pop('sp2', partitions => 2, wait => 'false', consumerGroup => $G,
+		subscriptionMode => 'all');
+	is($s, 204, 'both partitions are read to the end');
+};
+
 subtest 'from a transaction: the second message of a span, with a push' => sub {
 	# The group above holds a lease on sp-21; a fresh group reads the queue from its start.
 	my ($s, $b) = $q->pop('sp', batch => 4, wait => 'false', consumerGroup => 'span-txn',

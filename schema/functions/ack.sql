@@ -266,27 +266,21 @@ $$;
 -- delivered under that lease, read from segments that never change).  The broker calls it
 -- only when every item is 'completed' and names its lease and offset, and sends the items as
 -- runs: run k is p_count[k] consecutive items of one (partition, group, lease) whose offsets
--- lie in p_lo[k] .. p_hi[k]; p_txn holds every item's transactionId, in order.  Then the
--- commit is one keyed UPDATE per (partition, group), all of them in one statement, that takes
--- the new committed offset only where the lease is still live and held by that id (so the
--- span is the one the pop delivered) and the offsets lie inside it (above committed, at most
--- batch_end): nothing is read from the segments, and a run is answered by one row (n = its
--- items) however many messages it acks.  The cursors are locked in (partition, group) order
--- first, as queen_ack locks them.  Items whose cursor did not take the update (an expired or
--- foreign lease, a re-ack) go through queen_ack, which gives them their verdicts one row each.
+-- lie in p_lo[k] .. p_hi[k].  Then the commit is one keyed UPDATE per (partition, group), all
+-- of them in one statement, that takes the new committed offset only where the lease is still
+-- live and held by that id (so the span is the one the pop delivered) and the offsets lie
+-- inside it (above committed, at most batch_end): nothing is read from the segments, and a
+-- run is answered by one row (n = its items) however many messages it acks.  The cursors are
+-- locked in (partition, group) order first, as queen_ack locks them.  A run whose cursor did
+-- not take the update (an expired or foreign lease, a re-ack) gets no row: the broker sends
+-- its items to queen_ack, which gives them their verdicts one row each.  (Handled here, that
+-- rare case cost every ack its items' transactionIds as a text array to parse.)
 CREATE FUNCTION queen_ack_known(p_group text[], p_pid uuid[], p_lease uuid[], p_lo bigint[],
-				p_hi bigint[], p_count int[], p_txn text[])
+				p_hi bigint[], p_count int[])
 RETURNS TABLE (idx int, success bool, error text, lease_released bool, dlq bool, noop bool,
 	       partition_id uuid, committed bigint, n int)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
-DECLARE
-	v_runs bigint;
-	v_o int[];
-	v_g text[];
-	v_pid uuid[];
-	v_txn text[];
-	v_lease uuid[];
 BEGIN
 	IF coalesce(cardinality(p_pid), 0) = 0 THEN
 		RETURN;
@@ -338,30 +332,5 @@ BEGIN
 	SELECT sp.first, true, NULL::text, up.rel, false, false, sp.pid, up.cm, sp.cnt
 	FROM sp JOIN up ON up.pid = sp.pid AND up.g = coalesce(sp.g, '__QUEUE_MODE__')
 	ORDER BY sp.k;
-	GET DIAGNOSTICS v_runs = ROW_COUNT;
-	IF v_runs = cardinality(p_pid) THEN
-		RETURN;
-	END IF;
-
-	-- The rest: every item of a run whose cursor this transaction did not write.
-	SELECT array_agg(r.first + i ORDER BY r.first + i), array_agg(r.g ORDER BY r.first + i),
-	       array_agg(r.pid ORDER BY r.first + i),
-	       array_agg(p_txn[r.first + i] ORDER BY r.first + i),
-	       array_agg(r.lease ORDER BY r.first + i)
-	INTO v_o, v_g, v_pid, v_txn, v_lease
-	FROM (SELECT u.g, u.pid, u.lease, u.cnt,
-		     (sum(u.cnt) OVER (ORDER BY u.k) - u.cnt)::int AS first
-	      FROM unnest(p_group, p_pid, p_lease, p_count) WITH ORDINALITY
-		AS u (g, pid, lease, cnt, k)) r
-	CROSS JOIN generate_series(1, r.cnt) AS i
-	WHERE NOT EXISTS (SELECT 1 FROM queen_cursors c
-			  WHERE c.partition_id = r.pid
-			    AND c.group_name = coalesce(r.g, '__QUEUE_MODE__')
-			    AND c.xmin = pg_current_xact_id()::xid);
-	RETURN QUERY
-	SELECT v_o[a.idx + 1] - 1, a.success, a.error, a.lease_released, a.dlq, a.noop,
-	       a.partition_id, a.committed, 1
-	FROM queen_ack(v_g, v_pid, v_txn, array_fill('completed'::text, ARRAY[cardinality(v_o)]),
-		       v_lease, array_fill(NULL::text, ARRAY[cardinality(v_o)])) a;
 END
 $$;
