@@ -196,11 +196,11 @@ learn_cursors(struct pop_job *j, PGresult *res, uint64_t mark)
 	}
 }
 
-/* 1 when row i of a pop's rows is of another partition than row i - 1 (or the first). */
+/* 1 when rows a and b of a pop's rows are of the same partition (its id, 16 bytes). */
 static int
-new_partition(const PGresult *res, int i)
+same_partition(const PGresult *res, int a, int b)
 {
-	return i == 0 || memcmp(PQgetvalue(res, i, 0), PQgetvalue(res, i - 1, 0), 16) != 0;
+	return memcmp(PQgetvalue(res, a, 0), PQgetvalue(res, b, 0), 16) == 0;
 }
 
 /* Renders the answer from queen_pop's rows and updates the index with what they tell. */
@@ -215,28 +215,32 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	const char **txns = malloc(sizeof(*txns) * (size_t)rows);
 	int64_t *offs = malloc(sizeof(*offs) * (size_t)rows);
 	int64_t now = wall_ms(), until = 0;
+	int *ord = pgbin_row_order(res, 0, 3), row;
 
 	QASSERT(txns != NULL && offs != NULL);
-	/* Rows of a partition come together: each partition's are one span of the offset map,
-	 * what an ack of this lease will name, so that it need not be looked up. */
+	/* In that order a partition's rows come together: each partition's are one span of
+	 * the offset map, what an ack of this lease will name, so that it need not be looked
+	 * up. */
 	for (int i = 0; i <= rows; i++) {
-		if (i == rows || new_partition(res, i)) {
+		if (i == rows || i == 0 || !same_partition(res, ord[i], ord[i - 1])) {
 			if (run > 0)
 				om_put_span(lease, pid, (size_t)run, txns, offs, until, now);
 			run = 0;
 			if (i == rows)
 				break;
+			row = ord[i];
 			claimed++;
-			pgbin_uuid(res, i, 0, pid);
-			until = j->auto_ack || PQgetisnull(res, i, 12) ? 0
-								: pgbin_ts_ms(res, i, 12);
-			if ((raw = pgbin_uuid_bytes(res, i, 0)) != NULL)
-				pidx_claimed(raw, j->gh, pgbin_i64(res, i, 10), until,
-					     pgbin_i64(res, i, 11));
+			pgbin_uuid(res, row, 0, pid);
+			until = j->auto_ack || PQgetisnull(res, row, 12) ? 0
+								  : pgbin_ts_ms(res, row, 12);
+			if ((raw = pgbin_uuid_bytes(res, row, 0)) != NULL)
+				pidx_claimed(raw, j->gh, pgbin_i64(res, row, 10), until,
+					     pgbin_i64(res, row, 11));
 		}
-		if (until > 0 && !PQgetisnull(res, i, 5)) {
-			txns[run] = PQgetvalue(res, i, 5);
-			offs[run++] = pgbin_i64(res, i, 3);
+		row = ord[i];
+		if (until > 0 && !PQgetisnull(res, row, 5)) {
+			txns[run] = PQgetvalue(res, row, 5);
+			offs[run++] = pgbin_i64(res, row, 3);
 		}
 	}
 	free(txns);
@@ -254,8 +258,8 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	}
 	sb_adds(&sb, "{\"success\":true");
 	add_str_field(&sb, "queue", j->queue ? j->queue : "");
-	pgbin_uuid(res, 0, 0, pid);
-	add_str_field(&sb, "partition", PQgetvalue(res, 0, 1));
+	pgbin_uuid(res, ord[0], 0, pid);
+	add_str_field(&sb, "partition", PQgetvalue(res, ord[0], 1));
 	add_str_field(&sb, "partitionId", pid);
 	add_str_field(&sb, "leaseId", lease);
 	add_str_field(&sb, "consumerGroup", j->group);
@@ -271,37 +275,38 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	for (int i = 0; i < rows; i++) {
 		char id[UUID_STR_LEN];
 
-		if (new_partition(res, i)) {
-			pgbin_uuid(res, i, 0, pid);
+		row = ord[i];
+		if (i == 0 || !same_partition(res, row, ord[i - 1])) {
+			pgbin_uuid(res, row, 0, pid);
 			sb_reset(&part);
 			sb_adds(&part, ",\"partitionId\":\"");
 			sb_adds(&part, pid);
 			sb_addc(&part, '"');
-			add_str_field(&part, "partition", PQgetvalue(res, i, 1));
-			add_str_field(&part, "queue", PQgetvalue(res, i, 2));
+			add_str_field(&part, "partition", PQgetvalue(res, row, 1));
+			add_str_field(&part, "queue", PQgetvalue(res, row, 2));
 			sb_adds(&part, ",\"offset\":");
 		}
 		sb_adds(&sb, i ? ",{\"id\":\"" : "{\"id\":\"");
-		pgbin_uuid(res, i, 4, id);
+		pgbin_uuid(res, row, 4, id);
 		sb_add(&sb, id, UUID_STR_LEN - 1);
 		sb_addc(&sb, '"');
-		add_str_field(&sb, "transactionId", PQgetvalue(res, i, 5));
-		add_str_field(&sb, "traceId", PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6));
+		add_str_field(&sb, "transactionId", PQgetvalue(res, row, 5));
+		add_str_field(&sb, "traceId", PQgetisnull(res, row, 6) ? NULL : PQgetvalue(res, row, 6));
 		sb_adds(&sb, ",\"data\":");
-		if (PQgetisnull(res, i, 7))
+		if (PQgetisnull(res, row, 7))
 			sb_add(&sb, "null", 4);
 		else
-			pcrypt_reveal_sb(&sb, PQgetvalue(res, i, 7), (size_t)PQgetlength(res, i, 7));
+			pcrypt_reveal_sb(&sb, PQgetvalue(res, row, 7), (size_t)PQgetlength(res, row, 7));
 		sb_adds(&sb, ",\"createdAt\":\"");
-		sb_add(&sb, at, pgbin_iso_ms(pgbin_ts_ms(res, i, 8), at));
+		sb_add(&sb, at, pgbin_iso_ms(pgbin_ts_ms(res, row, 8), at));
 		sb_addc(&sb, '"');
 		sb_add(&sb, part.buf, part.len);
-		sb_add_i64(&sb, pgbin_i64(res, i, 3));
+		sb_add_i64(&sb, pgbin_i64(res, row, 3));
 		sb_add(&sb, tail.buf, tail.len);
-		if (!PQgetisnull(res, i, 13))
-			add_str_field(&sb, "producerSub", PQgetvalue(res, i, 13));
+		if (!PQgetisnull(res, row, 13))
+			add_str_field(&sb, "producerSub", PQgetvalue(res, row, 13));
 		sb_adds(&sb, ",\"deliveryAttempt\":");
-		sb_add_i64(&sb, pgbin_i32(res, i, 9));
+		sb_add_i64(&sb, pgbin_i32(res, row, 9));
 		sb_addc(&sb, '}');
 	}
 	sb_free(&part);
@@ -311,6 +316,7 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 		sb_addf(&sb, ",\"autopilot\":{\"partitions\":%d,\"batch\":%lld}", autop_w,
 			(long long)j->batch);
 	sb_addc(&sb, '}');
+	free(ord);
 	metrics_popped((uint64_t)rows);
 	req_reply_sb(r, 200, &sb);
 }

@@ -1,7 +1,9 @@
 /* pgbin: binary result values of PostgreSQL (pgbin.h). */
 #include "pgbin.h"
+#include "qassert.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Microseconds from the Unix epoch to PostgreSQL's, 2000-01-01. */
@@ -90,4 +92,68 @@ pgbin_iso_ms(int64_t ms, char out[PGBIN_ISO_LEN])
 		     d, (int)(in_day / 3600000), (int)(in_day / 60000 % 60),
 		     (int)(in_day / 1000 % 60), (int)(in_day % 1000));
 	return n < 0 ? 0 : (size_t)n < PGBIN_ISO_LEN ? (size_t)n : PGBIN_ISO_LEN - 1;
+}
+
+/* 1 when rows a and b hold the same bytes in column col. */
+static int
+same_key(const PGresult *res, int col, int a, int b)
+{
+	int len = PQgetlength(res, a, col);
+
+	return len == PQgetlength(res, b, col) &&
+	       memcmp(PQgetvalue(res, a, col), PQgetvalue(res, b, col), (size_t)len) == 0;
+}
+
+struct row_key {
+	int part;		/* the key's rank: the order it first comes in */
+	int row;
+	int64_t off;
+};
+
+static int
+row_key_cmp(const void *a, const void *b)
+{
+	const struct row_key *x = a, *y = b;
+
+	if (x->part != y->part)
+		return x->part < y->part ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+int *
+pgbin_row_order(const PGresult *res, int key_col, int off_col)
+{
+	int rows = PQntuples(res), nparts = 0, sorted = 1;
+	size_t cap = (size_t)(rows ? rows : 1);
+	int *ord = malloc(sizeof(*ord) * cap);
+	int *first = malloc(sizeof(*first) * cap);	/* a row of each rank */
+	struct row_key *k = malloc(sizeof(*k) * cap);
+
+	QASSERT(ord != NULL && first != NULL && k != NULL);
+	for (int i = 0; i < rows; i++) {
+		k[i].row = i;
+		k[i].off = pgbin_i64(res, i, off_col);
+		if (i > 0 && same_key(res, key_col, i, i - 1)) {
+			k[i].part = k[i - 1].part;
+			continue;
+		}
+		/* Another key: one met before (rows out of order), or a new one. */
+		k[i].part = 0;
+		while (k[i].part < nparts && !same_key(res, key_col, i, first[k[i].part]))
+			k[i].part++;
+		if (k[i].part == nparts)
+			first[nparts++] = i;
+		else
+			sorted = 0;
+	}
+	for (int i = 1; i < rows && sorted; i++)
+		if (k[i].part == k[i - 1].part && k[i].off <= k[i - 1].off)
+			sorted = 0;
+	if (!sorted)
+		qsort(k, (size_t)rows, sizeof(*k), row_key_cmp);
+	for (int i = 0; i < rows; i++)
+		ord[i] = k[i].row;
+	free(first);
+	free(k);
+	return ord;
 }

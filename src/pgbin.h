@@ -29,5 +29,12 @@ int64_t pgbin_ts_ms(const PGresult *res, int row, int col);
  * to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') writes it. Returns the
  * length. */
 size_t pgbin_iso_ms(int64_t ms, char out[PGBIN_ISO_LEN]);
+/* The order to read rows in (a malloc'd array of row numbers, the caller frees): the rows of
+ * one key (the bytes of column key_col) together, in the order of the int8 column off_col,
+ * the keys in the order they first come. Rows that already come so are left as they are (a
+ * pop's rows, one key per partition: SQL is not asked to sort them, its sort copied every
+ * payload once more, and they come in order but for a segment stored out of place, in space
+ * that retention freed). */
+int *pgbin_row_order(const PGresult *res, int key_col, int off_col);
 
 #endif

@@ -121,16 +121,17 @@ BEGIN
 	SELECT upd.pid, upd.pname, upd.qname, m.off, m.message_id, m.txn_id, m.trace_id,
 	       m.payload, m.created_at, upd.att, upd.cmt, upd.lend, upd.lexp, m.producer_sub
 	FROM upd
-	CROSS JOIN LATERAL queen_segment_slice(upd.pid, upd.base, upd.base + upd.take) m
-	ORDER BY upd.o, m.off;
+	CROSS JOIN LATERAL queen_segment_slice(upd.pid, upd.base, upd.base + upd.take) m;
 END
 $$;
 
 -- Pop (SPEC.md 5).  Claims up to p_max_partitions partitions with deliverable data for the
 -- group (cursor rows FOR UPDATE SKIP LOCKED: claims never wait), leases them under
 -- p_lease_id (or commits at once when p_auto_ack) and returns up to p_batch messages, one row
--- each, in claim order then offset order.  No row = nothing deliverable.  p_held: the broker's
--- index has seen a cursor of the group on every one of p_candidates.
+-- each, unsorted: they come in claim order then offset order but for a segment stored out of
+-- place, and the broker orders them (pgbin_row_order, src/pgbin.c); a sort here copied every
+-- payload once more.  No row = nothing deliverable.  p_held: the broker's index has seen a
+-- cursor of the group on every one of p_candidates.
 CREATE FUNCTION queen_pop(p_queue text, p_partition text, p_namespace text, p_task text,
 			  p_group text, p_batch int, p_max_partitions int, p_lease_seconds int,
 			  p_auto_ack bool, p_sub_mode text, p_sub_from timestamptz, p_lease_id uuid,
@@ -313,8 +314,7 @@ BEGIN
 		SELECT got.pid, got.pname, got.qname, m.off, m.message_id, m.txn_id, m.trace_id,
 		       m.payload, m.created_at, got.att, got.cmt, got.lend, got.lexp, m.producer_sub
 		FROM got
-		CROSS JOIN LATERAL queen_segment_slice(got.pid, got.base, got.base + got.take) m
-		ORDER BY got.o, m.off;
+		CROSS JOIN LATERAL queen_segment_slice(got.pid, got.base, got.base + got.take) m;
 		IF FOUND THEN
 			RETURN;
 		END IF;

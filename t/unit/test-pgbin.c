@@ -1,8 +1,11 @@
 /* Unit tests of pgbin: binary integers, uuids and timestamps of a result (built here with
- * libpq's own result constructors, no server), and the ISO text of a time in milliseconds,
- * which must read as PostgreSQL's to_char(..., 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') does. */
+ * libpq's own result constructors, no server), the order rows are read in, and the ISO text
+ * of a time in milliseconds, which must read as PostgreSQL's
+ * to_char(..., 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') does. */
 #include "tap.h"
 #include "pgbin.h"
+
+#include <stdlib.h>
 
 /* A one-row result of binary columns holding the given bytes (NULL: SQL NULL). */
 static PGresult *
@@ -23,6 +26,49 @@ row_of(int n, const char *const *vals, const int *lens)
 		if (!PQsetvalue(res, 0, i, (char *)vals[i], vals[i] ? lens[i] : -1))
 			return NULL;
 	return res;
+}
+
+/* A result of rows (key byte, int8 offset) in binary, for the row order. */
+static PGresult *
+keyed_rows(int n, const char *keys, const int64_t *offs)
+{
+	PGresult *res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+	PGresAttDesc att[2];
+
+	memset(att, 0, sizeof(att));
+	att[0].name = att[1].name = (char *)"c";
+	att[0].format = att[1].format = 1;
+	att[0].typlen = 1;
+	att[1].typlen = 8;
+	if (!res || !PQsetResultAttrs(res, 2, att))
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		unsigned char be[8];
+
+		for (int b = 0; b < 8; b++)
+			be[b] = (unsigned char)((uint64_t)offs[i] >> (56 - 8 * b));
+		if (!PQsetvalue(res, i, 0, (char *)&keys[i], 1) ||
+		    !PQsetvalue(res, i, 1, (char *)be, 8))
+			return NULL;
+	}
+	return res;
+}
+
+/* 1 when pgbin_row_order of the rows gives the row numbers want. */
+static int
+order_is(int n, const char *keys, const int64_t *offs, const int *want)
+{
+	PGresult *res = keyed_rows(n, keys, offs);
+	int *ord = res ? pgbin_row_order(res, 0, 1) : NULL, good = ord != NULL;
+
+	for (int i = 0; good && i < n; i++)
+		if (ord[i] != want[i]) {
+			printf("# position %d: row %d, want row %d\n", i, ord[i], want[i]);
+			good = 0;
+		}
+	free(ord);
+	PQclear(res);
+	return good;
 }
 
 static int
@@ -71,6 +117,23 @@ main(void)
 	   pgbin_uuid_bytes(res, 0, 1) == NULL && pgbin_uuid_bytes(res, 0, 5) == NULL,
 	   "a uuid's bytes; none of a NULL or of another length");
 	PQclear(res);
+
+	{
+		static const int64_t in_order[] = { 4, 5, 6, 0, 1 };
+		static const int want_same[] = { 0, 1, 2, 3, 4 };
+		static const int64_t moved[] = { 6, 4, 5, 1, 0 };
+		static const int want_moved[] = { 1, 2, 0, 4, 3 };
+		static const int64_t back[] = { 4, 0, 5, 1, 6 };
+		static const int want_back[] = { 0, 2, 4, 1, 3 };
+
+		ok(order_is(5, "aaabb", in_order, want_same),
+		   "rows that come in order are read as they come");
+		ok(order_is(5, "aaabb", moved, want_moved),
+		   "a key's rows out of offset order are read in offset order");
+		ok(order_is(5, "ababa", back, want_back),
+		   "a key met again after another: its rows together, keys in first-come order");
+		ok(order_is(1, "a", in_order, want_same), "one row");
+	}
 
 	ok(iso_is(0, "1970-01-01T00:00:00.000Z"), "the Unix epoch");
 	ok(iso_is(INT64_C(951782400123), "2000-02-29T00:00:00.123Z"), "a leap day");
