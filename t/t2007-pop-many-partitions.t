@@ -51,14 +51,22 @@ subtest 'planner statistics follow the cursors a first contact writes' => sub {
 	push_spread('stats', 1000, 'st');
 	my $rows = sub { $pg->psql("SELECT greatest(reltuples, 0)::bigint FROM pg_class " .
 				   "WHERE relname = '$_[0]'") };
-	ok(wait_until(sub { $rows->('queen_partitions') >= 1000 }, 10),
-		'queen_partitions analysed after it grew');
+	# The push may commit in shards, and an ANALYZE between two of them counts only the
+	# first: the rule (rows more than doubled, plus 64) then leaves it there, so the
+	# statistics are right to within that: (1000 - 64) / 2 rows at least. A session that
+	# goes idle within a second of its last report of row counts reports the next ones 10 s
+	# later (PostgreSQL 15's PGSTAT_IDLE_INTERVAL), and the few sessions of a light load
+	# are the same ones (the worker that went idle last is woken first): up to 10 s before
+	# the rows are seen at all.
+	ok(wait_until(sub { $rows->('queen_partitions') >= (1000 - 64) / 2 }, 25),
+		'queen_partitions analysed after it grew')
+		or diag('reltuples ' . $rows->('queen_partitions'));
 	my $before = $rows->('queen_cursors');
 	is(scalar @{ drain('stats', consumerGroup => 'st', subscriptionMode => 'all') }, 1000,
 		'every message drained');
 	# Analysed again once its rows doubled: an ANALYZE during the drain may have been the
 	# last one, so at least half of them.
-	ok(wait_until(sub { $rows->('queen_cursors') >= $before + 500 }, 10),
+	ok(wait_until(sub { $rows->('queen_cursors') >= $before + 500 }, 25),
 		'queen_cursors analysed after the group wrote its 1000 cursors')
 		or diag("reltuples $before before, " . $rows->('queen_cursors') . ' after');
 };
