@@ -203,32 +203,98 @@ same_partition(const PGresult *res, int a, int b)
 	return memcmp(PQgetvalue(res, a, 0), PQgetvalue(res, b, 0), 16) == 0;
 }
 
+/* One message of a pop's rows, each row the slice of a segment: its row (the fields of its
+ * partition and lease) and its elements of the row's arrays. */
+struct pop_msg {
+	int row;
+	int64_t off;
+	const uint8_t *id;			/* 16 bytes */
+	const char *txn, *trace, *payload, *sub; /* NUL-terminated; NULL: SQL NULL */
+	size_t payload_len;
+};
+
+/* The messages of a pop's rows in the order of the answer: the rows by partition in claim
+ * order and by offset within (pgbin_row_order), then the elements of each. Their strings
+ * are made in res (pgbin_elems_next). A message without a 16-byte id is left out (the
+ * catalogue's types make that a bug): its lease lapses and it is delivered again. Returns
+ * how many; *out is malloc'd. */
+static int
+pop_messages(PGresult *res, struct pop_msg **out)
+{
+	int rows = PQntuples(res), *ord = pgbin_row_order(res, 0, 3), n = 0;
+	size_t cap = 0;
+	struct pop_msg *m = NULL;
+
+	for (int i = 0; i < rows; i++) {
+		struct pgbin_elems ids, txn, trace, pay, sub;
+		int row = ord[i], k = pgbin_elems_open(res, row, 4, &ids);
+		int64_t first = pgbin_i64(res, row, 3);
+
+		pgbin_elems_open(res, row, 5, &txn);
+		pgbin_elems_open(res, row, 6, &trace);
+		pgbin_elems_open(res, row, 7, &pay);
+		pgbin_elems_open(res, row, 13, &sub);
+		if ((size_t)n + (size_t)k > cap) {
+			cap = cap * 2 > (size_t)n + (size_t)k ? cap * 2 : (size_t)n + (size_t)k;
+			m = realloc(m, sizeof(*m) * cap);
+			QASSERT(m != NULL);
+		}
+		for (int x = 0; x < k; x++) {
+			struct pop_msg *g = &m[n];
+			size_t len;
+
+			g->row = row;
+			g->off = first + x;
+			g->id = (const uint8_t *)pgbin_elems_next(&ids, &len);
+			if (len != 16)
+				g->id = NULL;
+			g->txn = pgbin_elems_next(&txn, &len);
+			g->trace = pgbin_elems_next(&trace, &len);
+			g->payload = pgbin_elems_next(&pay, &g->payload_len);
+			g->sub = pgbin_elems_next(&sub, &len);
+			if (g->id)
+				n++;
+		}
+	}
+	free(ord);
+	*out = m;
+	return n;
+}
+
 /* Renders the answer from queen_pop's rows and updates the index with what they tell. */
 static void
 render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, int autop_w)
 {
 	struct strbuf sb, part, tail;
 	const char *lease = j->auto_ack ? "" : lease_id;
-	int rows = PQntuples(res), claimed = 0, run = 0;
+	int claimed = 0, run = 0;
 	char pid[UUID_STR_LEN], at[PGBIN_ISO_LEN];
 	const uint8_t *raw;
-	const char **txns = malloc(sizeof(*txns) * (size_t)rows);
-	int64_t *offs = malloc(sizeof(*offs) * (size_t)rows);
+	struct pop_msg *m;
+	size_t bytes = 512;
+	int n, row;
+	const char **txns;
+	int64_t *offs;
 	int64_t now = wall_ms(), until = 0;
-	int *ord = pgbin_row_order(res, 0, 3), row;
 
+	for (int i = 0; i < PQntuples(res); i++)
+		for (int k = 0; k < PQnfields(res); k++)
+			bytes += (size_t)PQgetlength(res, i, k);
+	n = pop_messages(res, &m);
+	txns = malloc(sizeof(*txns) * (size_t)(n ? n : 1));
+	offs = malloc(sizeof(*offs) * (size_t)(n ? n : 1));
 	QASSERT(txns != NULL && offs != NULL);
-	/* In that order a partition's rows come together: each partition's are one span of
+	/* In that order a partition's messages come together: each partition's are one span of
 	 * the offset map, what an ack of this lease will name, so that it need not be looked
 	 * up. */
-	for (int i = 0; i <= rows; i++) {
-		if (i == rows || i == 0 || !same_partition(res, ord[i], ord[i - 1])) {
+	for (int i = 0; i <= n; i++) {
+		if (i == n || i == 0 || !same_partition(res, m[i].row, m[i - 1].row)) {
 			if (run > 0)
 				om_put_span(lease, pid, (size_t)run, txns, offs, until, now);
 			run = 0;
-			if (i == rows)
+			if (i == n)
 				break;
-			row = ord[i];
+			row = m[i].row;
 			claimed++;
 			pgbin_uuid(res, row, 0, pid);
 			until = j->auto_ack || PQgetisnull(res, row, 12) ? 0
@@ -237,10 +303,9 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 				pidx_claimed(raw, j->gh, pgbin_i64(res, row, 10), until,
 					     pgbin_i64(res, row, 11));
 		}
-		row = ord[i];
-		if (until > 0 && !PQgetisnull(res, row, 5)) {
-			txns[run] = PQgetvalue(res, row, 5);
-			offs[run++] = pgbin_i64(res, row, 3);
+		if (until > 0 && m[i].txn) {
+			txns[run] = m[i].txn;
+			offs[run++] = m[i].off;
 		}
 	}
 	free(txns);
@@ -248,18 +313,12 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	sb_init(&sb);
 	/* The answer is about the rows' text and the field names around it (a fifth of a 1 KiB
 	 * message): reserved once, not grown by doubling through a hundred kilobytes. */
-	{
-		size_t bytes = 512;
-
-		for (int i = 0; i < rows; i++)
-			for (int k = 0; k < PQnfields(res); k++)
-				bytes += (size_t)PQgetlength(res, i, k);
-		sb_reserve(&sb, bytes + (size_t)rows * 256);
-	}
+	sb_reserve(&sb, bytes + (size_t)n * 256);
 	sb_adds(&sb, "{\"success\":true");
 	add_str_field(&sb, "queue", j->queue ? j->queue : "");
-	pgbin_uuid(res, ord[0], 0, pid);
-	add_str_field(&sb, "partition", PQgetvalue(res, ord[0], 1));
+	row = n ? m[0].row : 0;
+	pgbin_uuid(res, row, 0, pid);
+	add_str_field(&sb, "partition", PQgetvalue(res, row, 1));
 	add_str_field(&sb, "partitionId", pid);
 	add_str_field(&sb, "leaseId", lease);
 	add_str_field(&sb, "consumerGroup", j->group);
@@ -272,11 +331,11 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	add_str_field(&tail, "leaseId", lease);
 	add_str_field(&tail, "consumerGroup", j->group);
 	sb_init(&part);
-	for (int i = 0; i < rows; i++) {
+	for (int i = 0; i < n; i++) {
 		char id[UUID_STR_LEN];
 
-		row = ord[i];
-		if (i == 0 || !same_partition(res, row, ord[i - 1])) {
+		row = m[i].row;
+		if (i == 0 || !same_partition(res, row, m[i - 1].row)) {
 			pgbin_uuid(res, row, 0, pid);
 			sb_reset(&part);
 			sb_adds(&part, ",\"partitionId\":\"");
@@ -287,24 +346,24 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 			sb_adds(&part, ",\"offset\":");
 		}
 		sb_adds(&sb, i ? ",{\"id\":\"" : "{\"id\":\"");
-		pgbin_uuid(res, row, 4, id);
+		uuid_format(m[i].id, id);
 		sb_add(&sb, id, UUID_STR_LEN - 1);
 		sb_addc(&sb, '"');
-		add_str_field(&sb, "transactionId", PQgetvalue(res, row, 5));
-		add_str_field(&sb, "traceId", PQgetisnull(res, row, 6) ? NULL : PQgetvalue(res, row, 6));
+		add_str_field(&sb, "transactionId", m[i].txn ? m[i].txn : "");
+		add_str_field(&sb, "traceId", m[i].trace);
 		sb_adds(&sb, ",\"data\":");
-		if (PQgetisnull(res, row, 7))
+		if (!m[i].payload)
 			sb_add(&sb, "null", 4);
 		else
-			pcrypt_reveal_sb(&sb, PQgetvalue(res, row, 7), (size_t)PQgetlength(res, row, 7));
+			pcrypt_reveal_sb(&sb, m[i].payload, m[i].payload_len);
 		sb_adds(&sb, ",\"createdAt\":\"");
 		sb_add(&sb, at, pgbin_iso_ms(pgbin_ts_ms(res, row, 8), at));
 		sb_addc(&sb, '"');
 		sb_add(&sb, part.buf, part.len);
-		sb_add_i64(&sb, pgbin_i64(res, row, 3));
+		sb_add_i64(&sb, m[i].off);
 		sb_add(&sb, tail.buf, tail.len);
-		if (!PQgetisnull(res, row, 13))
-			add_str_field(&sb, "producerSub", PQgetvalue(res, row, 13));
+		if (m[i].sub)
+			add_str_field(&sb, "producerSub", m[i].sub);
 		sb_adds(&sb, ",\"deliveryAttempt\":");
 		sb_add_i64(&sb, pgbin_i32(res, row, 9));
 		sb_addc(&sb, '}');
@@ -316,8 +375,8 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 		sb_addf(&sb, ",\"autopilot\":{\"partitions\":%d,\"batch\":%lld}", autop_w,
 			(long long)j->batch);
 	sb_addc(&sb, '}');
-	free(ord);
-	metrics_popped((uint64_t)rows);
+	free(m);
+	metrics_popped((uint64_t)n);
 	req_reply_sb(r, 200, &sb);
 }
 

@@ -157,3 +157,62 @@ pgbin_row_order(const PGresult *res, int key_col, int off_col)
 	free(k);
 	return ord;
 }
+
+static uint32_t
+be32_at(const char *p)
+{
+	const unsigned char *u = (const unsigned char *)p;
+
+	return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
+}
+
+/* array_send: dimensions, a has-null flag, the element type, then for each dimension its
+ * length and lower bound; then each element as a length word (-1: NULL) and its bytes. */
+int
+pgbin_elems_open(const PGresult *res, int row, int col, struct pgbin_elems *e)
+{
+	char *v = PQgetvalue(res, row, col);
+	int len = PQgetlength(res, row, col);
+	uint32_t n;
+
+	e->p = e->end = v;
+	e->left = 0;
+	if (PQgetisnull(res, row, col) || len < 12 || be32_at(v) != 1 || len < 20)
+		return 0;
+	n = be32_at(v + 12);
+	if (n > (uint32_t)(len - 20) / 4)	/* each element takes at least its length word */
+		return 0;
+	e->p = v + 20;
+	e->end = v + len;
+	e->left = (int)n;
+	return e->left;
+}
+
+const char *
+pgbin_elems_next(struct pgbin_elems *e, size_t *len)
+{
+	uint32_t n;
+	char *s;
+
+	*len = 0;
+	if (e->left <= 0 || e->end - e->p < 4) {
+		e->left = 0;
+		return NULL;
+	}
+	e->left--;
+	n = be32_at(e->p);
+	if (n == UINT32_MAX) {
+		e->p += 4;
+		return NULL;
+	}
+	if (n > (size_t)(e->end - e->p) - 4) {
+		e->left = 0;
+		return NULL;
+	}
+	s = e->p;
+	memmove(s, s + 4, n);
+	s[n] = '\0';
+	e->p += 4 + (size_t)n;
+	*len = n;
+	return s;
+}

@@ -37,4 +37,20 @@ size_t pgbin_iso_ms(int64_t ms, char out[PGBIN_ISO_LEN]);
  * that retention freed). */
 int *pgbin_row_order(const PGresult *res, int key_col, int off_col);
 
+/* The elements of a one-dimensional array column, read one at a time: a pop's row is the
+ * slice of one segment, its ids, transaction ids and payloads as arrays (one row and one
+ * set of per-row fields a slice, not a message). */
+struct pgbin_elems {
+	char *p, *end;
+	int left;
+};
+/* Opens the array at (row, col). Returns how many elements it holds: 0 for NULL, and for a
+ * value that is not a one-dimensional array (then each next is NULL). */
+int pgbin_elems_open(const PGresult *res, int row, int col, struct pgbin_elems *e);
+/* The next element as a NUL-terminated string, made in place: its bytes move over their
+ * length word and a NUL follows them (the result's memory is the caller's, and the column
+ * is no longer an array after). NULL for a NULL element and past the last; *len its
+ * length (0 then). */
+const char *pgbin_elems_next(struct pgbin_elems *e, size_t *len);
+
 #endif

@@ -7,8 +7,8 @@
  * offsets and times of a hundred messages cost PostgreSQL no text and the broker no
  * parsing. */
 #define POP_COLUMNS \
-	"SELECT partition_id, partition_name, queue_name, off, message_id, txn_id, trace_id, " \
-	"payload, created_at, attempt, committed, log_end, lease_expires_at, producer_sub "
+	"SELECT partition_id, partition_name, queue_name, off, message_ids, txn_ids, trace_ids, " \
+	"payloads, created_at, attempt, committed, log_end, lease_expires_at, producer_subs "
 
 static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_PUSH] = { "push",

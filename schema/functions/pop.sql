@@ -16,18 +16,20 @@
 CREATE FUNCTION queen_cursor_lock_class() RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 515176 $$;
 
--- The messages at offsets (p_after, p_upto] of a partition, in offset order: the slices of
--- the segments that hold them.  Both pop statements read their leases through it.  It is one
--- SELECT of LANGUAGE sql, STABLE: the planner inlines it into the calling statement, so that
--- it costs what the same text written out there costs (no function call, no tuple store).
+-- The messages at offsets (p_after, p_upto] of a partition: the slices of the segments that
+-- hold them, one row each, its first offset and its arrays (a message a row cost PostgreSQL
+-- its unnesting, a tuple, a row of the answer with every field of the pop repeated, and
+-- libpq as much again to read).  Both pop statements read their leases through it.  It is
+-- one SELECT of LANGUAGE sql, STABLE: the planner inlines it into the calling statement, so
+-- that it costs what the same text written out there costs (no function call, no tuple
+-- store).
 CREATE FUNCTION queen_segment_slice(p_pid uuid, p_after bigint, p_upto bigint)
-RETURNS TABLE (off bigint, message_id uuid, txn_id text, trace_id text, payload text,
-	       created_at timestamptz, producer_sub text)
+RETURNS TABLE (off bigint, message_ids uuid[], txn_ids text[], trace_ids text[],
+	       payloads text[], created_at timestamptz, producer_subs text[])
 LANGUAGE sql STABLE AS $$
-	SELECT s.base_offset + r.lo - 1 + generate_series(0, r.hi - r.lo),
-	       unnest(s.ids[r.lo:r.hi]), unnest(s.txn_ids[r.lo:r.hi]),
-	       unnest(s.trace_ids[r.lo:r.hi]), unnest(s.payloads[r.lo:r.hi]), s.created_at,
-	       unnest(s.producer_subs[r.lo:r.hi])
+	SELECT s.base_offset + r.lo - 1, s.ids[r.lo:r.hi], s.txn_ids[r.lo:r.hi],
+	       s.trace_ids[r.lo:r.hi], s.payloads[r.lo:r.hi], s.created_at,
+	       s.producer_subs[r.lo:r.hi]
 	FROM queen_segments s
 	CROSS JOIN LATERAL (
 		SELECT greatest(p_after + 1 - s.base_offset + 1, 1) AS lo,
@@ -52,9 +54,9 @@ CREATE FUNCTION queen_pop_held(p_queue text, p_partition text, p_group text, p_b
 			       p_width int, p_lease_seconds int, p_auto bool, p_lease uuid,
 			       p_cand uuid[])
 RETURNS TABLE (partition_id uuid, partition_name text, queue_name text, off bigint,
-	       message_id uuid, txn_id text, trace_id text, payload text, created_at timestamptz,
-	       attempt int, committed bigint, log_end bigint, lease_expires_at timestamptz,
-	       producer_sub text)
+	       message_ids uuid[], txn_ids text[], trace_ids text[], payloads text[],
+	       created_at timestamptz, attempt int, committed bigint, log_end bigint,
+	       lease_expires_at timestamptz, producer_subs text[])
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
@@ -118,8 +120,8 @@ BEGIN
 			  c.committed AS cmt, c.attempt_count AS att,
 			  c.lease_expires_at AS lexp
 	)
-	SELECT upd.pid, upd.pname, upd.qname, m.off, m.message_id, m.txn_id, m.trace_id,
-	       m.payload, m.created_at, upd.att, upd.cmt, upd.lend, upd.lexp, m.producer_sub
+	SELECT upd.pid, upd.pname, upd.qname, m.off, m.message_ids, m.txn_ids, m.trace_ids,
+	       m.payloads, m.created_at, upd.att, upd.cmt, upd.lend, upd.lexp, m.producer_subs
 	FROM upd
 	CROSS JOIN LATERAL queen_segment_slice(upd.pid, upd.base, upd.base + upd.take) m;
 END
@@ -127,19 +129,20 @@ $$;
 
 -- Pop (SPEC.md 5).  Claims up to p_max_partitions partitions with deliverable data for the
 -- group (cursor rows FOR UPDATE SKIP LOCKED: claims never wait), leases them under
--- p_lease_id (or commits at once when p_auto_ack) and returns up to p_batch messages, one row
--- each, unsorted: they come in claim order then offset order but for a segment stored out of
--- place, and the broker orders them (pgbin_row_order, src/pgbin.c); a sort here copied every
--- payload once more.  No row = nothing deliverable.  p_held: the broker's index has seen a
+-- p_lease_id (or commits at once when p_auto_ack) and returns up to p_batch messages, a row
+-- for each slice of a segment (queen_segment_slice), unsorted: they come in claim order then
+-- offset order but for a segment stored out of place, and the broker orders them
+-- (pgbin_row_order, src/pgbin.c); a sort here copied every payload once more.  No row =
+-- nothing deliverable.  p_held: the broker's index has seen a
 -- cursor of the group on every one of p_candidates.
 CREATE FUNCTION queen_pop(p_queue text, p_partition text, p_namespace text, p_task text,
 			  p_group text, p_batch int, p_max_partitions int, p_lease_seconds int,
 			  p_auto_ack bool, p_sub_mode text, p_sub_from timestamptz, p_lease_id uuid,
 			  p_candidates uuid[], p_held bool)
 RETURNS TABLE (partition_id uuid, partition_name text, queue_name text, off bigint,
-	       message_id uuid, txn_id text, trace_id text, payload text, created_at timestamptz,
-	       attempt int, committed bigint, log_end bigint, lease_expires_at timestamptz,
-	       producer_sub text)
+	       message_ids uuid[], txn_ids text[], trace_ids text[], payloads text[],
+	       created_at timestamptz, attempt int, committed bigint, log_end bigint,
+	       lease_expires_at timestamptz, producer_subs text[])
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -311,8 +314,9 @@ BEGIN
 			WHERE qt.fresh AND qt.take > 0
 			  AND qt.pid = ANY ((SELECT array_agg(ins.partition_id) FROM ins)::uuid[])
 		)
-		SELECT got.pid, got.pname, got.qname, m.off, m.message_id, m.txn_id, m.trace_id,
-		       m.payload, m.created_at, got.att, got.cmt, got.lend, got.lexp, m.producer_sub
+		SELECT got.pid, got.pname, got.qname, m.off, m.message_ids, m.txn_ids, m.trace_ids,
+		       m.payloads, m.created_at, got.att, got.cmt, got.lend, got.lexp,
+		       m.producer_subs
 		FROM got
 		CROSS JOIN LATERAL queen_segment_slice(got.pid, got.base, got.base + got.take) m;
 		IF FOUND THEN
@@ -506,14 +510,14 @@ BEGIN
 		v_cand := coalesce(p_candidates, '{}') || coalesce(v_cand, '{}');
 		IF cardinality(v_cand) > 0 THEN
 			RETURN QUERY
-			SELECT p.id, NULL::text, NULL::text, NULL::bigint, NULL::uuid, NULL::text,
-			       NULL::text, NULL::text, NULL::timestamptz,
+			SELECT p.id, NULL::text, NULL::text, NULL::bigint, NULL::uuid[], NULL::text[],
+			       NULL::text[], NULL::text[], NULL::timestamptz,
 			       CASE WHEN c.partition_id IS NOT NULL THEN 0 END,
 			       coalesce(greatest(c.committed, p.log_start - 1),
 					queen_cursor_start(p.id, p.log_start, p.next_offset,
 							   p.created_at, p.last_created_at,
 							   s.start_at)),
-			       p.next_offset - 1, c.lease_expires_at, NULL::text
+			       p.next_offset - 1, c.lease_expires_at, NULL::text[]
 			FROM (SELECT DISTINCT u.pid FROM unnest(v_cand) AS u (pid)) u
 			JOIN queen_partitions p ON p.id = u.pid
 			LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group

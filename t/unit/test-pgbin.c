@@ -1,9 +1,10 @@
-/* Unit tests of pgbin: binary integers, uuids and timestamps of a result (built here with
- * libpq's own result constructors, no server), the order rows are read in, and the ISO text
- * of a time in milliseconds, which must read as PostgreSQL's
+/* Unit tests of pgbin: binary integers, uuids, timestamps and arrays of a result (built here
+ * with libpq's own result constructors, no server), the order rows are read in, and the ISO
+ * text of a time in milliseconds, which must read as PostgreSQL's
  * to_char(..., 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') does. */
 #include "tap.h"
 #include "pgbin.h"
+#include "strbuf.h"
 
 #include <stdlib.h>
 
@@ -71,6 +72,36 @@ order_is(int n, const char *keys, const int64_t *offs, const int *want)
 	return good;
 }
 
+/* 1 when the array (len bytes at v) says it holds count elements and the first n read back
+ * as want (NULL: a NULL element), each NUL-terminated, then NULL. */
+static int
+elems_are(const char *v, int len, int count, int n, const char *const *want)
+{
+	const char *vals[] = { v };
+	PGresult *res = row_of(1, vals, &len);
+	struct pgbin_elems e;
+	int good = res && pgbin_elems_open(res, 0, 0, &e) == count;
+
+	for (int i = 0; good && i < n; i++) {
+		size_t got_len;
+		const char *got = pgbin_elems_next(&e, &got_len);
+
+		if (!want[i] ? got != NULL
+			     : !got || got_len != strlen(want[i]) || strcmp(got, want[i]) != 0) {
+			printf("# element %d: got %s, want %s\n", i, got ? got : "NULL",
+			       want[i] ? want[i] : "NULL");
+			good = 0;
+		}
+	}
+	if (good) {
+		size_t got_len;
+
+		good = pgbin_elems_next(&e, &got_len) == NULL && got_len == 0;
+	}
+	PQclear(res);
+	return good;
+}
+
 static int
 iso_is(int64_t ms, const char *want)
 {
@@ -133,6 +164,45 @@ main(void)
 		ok(order_is(5, "ababa", back, want_back),
 		   "a key met again after another: its rows together, keys in first-come order");
 		ok(order_is(1, "a", in_order, want_same), "one row");
+	}
+
+	{
+		static const char *const four[] = { "abc", NULL, "", "{\"k\":[1,2]}" };
+		static const char *const none[] = { NULL };
+		struct strbuf a;
+		PGresult *nul;
+		struct pgbin_elems e;
+		size_t len;
+
+		sb_init(&a);
+		sb_pgbin_array(&a, 4, PG_TEXTOID);
+		for (int i = 0; i < 4; i++)
+			sb_pgbin_text_elem(&a, four[i]);
+		ok(elems_are(a.buf, (int)a.len, 4, 4, four),
+		   "an array's elements, NULL and empty ones too, each a string in place");
+		ok(elems_are(a.buf, (int)a.len - 1, 4, 3, four),
+		   "an element cut short is not read, nor any after it");
+		sb_reset(&a);
+		sb_pgbin_array(&a, 1000, PG_TEXTOID);
+		sb_pgbin_text_elem(&a, "x");
+		ok(elems_are(a.buf, (int)a.len, 0, 0, none),
+		   "more elements than the value can hold: none");
+		sb_reset(&a);
+		sb_pgbin_array(&a, 1, PG_TEXTOID);
+		a.buf[3] = 2;
+		sb_pgbin_text_elem(&a, "x");
+		ok(elems_are(a.buf, (int)a.len, 0, 0, none), "an array of two dimensions: none");
+		sb_reset(&a);
+		sb_pgbin_array(&a, 1, PG_TEXTOID);
+		sb_pgbin_text_elem(&a, "x");
+		a.buf[23] = 9;
+		ok(elems_are(a.buf, (int)a.len, 1, 1, none),
+		   "an element longer than the value: NULL, and the end");
+		sb_free(&a);
+		nul = row_of(1, none, (const int[]){ 4 });
+		ok(nul && pgbin_elems_open(nul, 0, 0, &e) == 0 && !pgbin_elems_next(&e, &len),
+		   "a NULL array has no elements");
+		PQclear(nul);
 	}
 
 	ok(iso_is(0, "1970-01-01T00:00:00.000Z"), "the Unix epoch");
