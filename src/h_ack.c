@@ -594,9 +594,13 @@ h_ack_run(struct req *r, struct wk *w)
 	free(offs);
 	free(sel);
 	free(answered);
-	if (e != QE_OK)
-		return req_fail(r, e, "ack not applied: database unavailable");
+	/* The keyed statement commits on its own: when the second one fails, what the first
+	 * took is acked (counted, and acked again it is a success that changes nothing). */
 	metrics_acked(t.ok, t.nack, t.dlq);
+	if (e != QE_OK)
+		return req_fail(r, e, t.ok + t.nack + t.dlq > 0
+				? "ack partly applied: database unavailable (acking again is safe)"
+				: "ack not applied: database unavailable");
 	render(r, j);
 	return QE_OK;
 }

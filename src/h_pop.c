@@ -196,13 +196,6 @@ learn_cursors(struct pop_job *j, PGresult *res, uint64_t mark)
 	}
 }
 
-/* 1 when rows a and b of a pop's rows are of the same partition (its id, 16 bytes). */
-static int
-same_partition(const PGresult *res, int a, int b)
-{
-	return memcmp(PQgetvalue(res, a, 0), PQgetvalue(res, b, 0), 16) == 0;
-}
-
 /* One message of a pop's rows, each row the slice of a segment: its row (the fields of its
  * partition and lease) and its elements of the row's arrays. */
 struct pop_msg {
@@ -288,7 +281,7 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	 * the offset map, what an ack of this lease will name, so that it need not be looked
 	 * up. */
 	for (int i = 0; i <= n; i++) {
-		if (i == n || i == 0 || !same_partition(res, m[i].row, m[i - 1].row)) {
+		if (i == n || i == 0 || !pgbin_same(res, 0, m[i].row, m[i - 1].row)) {
 			if (run > 0)
 				om_put_span(lease, pid, (size_t)run, txns, offs, until, now);
 			run = 0;
@@ -335,7 +328,7 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 		char id[UUID_STR_LEN];
 
 		row = m[i].row;
-		if (i == 0 || !same_partition(res, row, m[i - 1].row)) {
+		if (i == 0 || !pgbin_same(res, 0, row, m[i - 1].row)) {
 			pgbin_uuid(res, row, 0, pid);
 			sb_reset(&part);
 			sb_adds(&part, ",\"partitionId\":\"");

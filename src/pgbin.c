@@ -94,9 +94,8 @@ pgbin_iso_ms(int64_t ms, char out[PGBIN_ISO_LEN])
 	return n < 0 ? 0 : (size_t)n < PGBIN_ISO_LEN ? (size_t)n : PGBIN_ISO_LEN - 1;
 }
 
-/* 1 when rows a and b hold the same bytes in column col. */
-static int
-same_key(const PGresult *res, int col, int a, int b)
+int
+pgbin_same(const PGresult *res, int col, int a, int b)
 {
 	int len = PQgetlength(res, a, col);
 
@@ -133,13 +132,13 @@ pgbin_row_order(const PGresult *res, int key_col, int off_col)
 	for (int i = 0; i < rows; i++) {
 		k[i].row = i;
 		k[i].off = pgbin_i64(res, i, off_col);
-		if (i > 0 && same_key(res, key_col, i, i - 1)) {
+		if (i > 0 && pgbin_same(res, key_col, i, i - 1)) {
 			k[i].part = k[i - 1].part;
 			continue;
 		}
 		/* Another key: one met before (rows out of order), or a new one. */
 		k[i].part = 0;
-		while (k[i].part < nparts && !same_key(res, key_col, i, first[k[i].part]))
+		while (k[i].part < nparts && !pgbin_same(res, key_col, i, first[k[i].part]))
 			k[i].part++;
 		if (k[i].part == nparts)
 			first[nparts++] = i;

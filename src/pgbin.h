@@ -29,6 +29,8 @@ int64_t pgbin_ts_ms(const PGresult *res, int row, int col);
  * to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') writes it. Returns the
  * length. */
 size_t pgbin_iso_ms(int64_t ms, char out[PGBIN_ISO_LEN]);
+/* 1 when rows a and b hold the same bytes in column col (an id, a key). */
+int pgbin_same(const PGresult *res, int col, int a, int b);
 /* The order to read rows in (a malloc'd array of row numbers, the caller frees): the rows of
  * one key (the bytes of column key_col) together, in the order of the int8 column off_col,
  * the keys in the order they first come. Rows that already come so are left as they are (a

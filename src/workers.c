@@ -40,7 +40,6 @@ static int wk_n;
  * wk_mu. */
 static int *wk_idle, wk_nidle;
 static pthread_cond_t *wk_idle_cv;
-static char *wk_is_idle;
 
 /* Wakes the worker that went idle last, if any. Called with wk_mu held. */
 static void
@@ -51,7 +50,6 @@ wake_one(void)
 	if (wk_nidle == 0)
 		return;
 	id = wk_idle[--wk_nidle];
-	wk_is_idle[id] = 0;
 	pthread_cond_signal(&wk_idle_cv[id]);
 }
 
@@ -59,23 +57,22 @@ wake_one(void)
 static void
 idle_wait(const struct wk *w, const struct timespec *at)
 {
+	int i;
+
 	wk_idle[wk_nidle++] = w->id;
-	wk_is_idle[w->id] = 1;
 	if (at)
 		pthread_cond_timedwait(&wk_idle_cv[w->id], &wk_mu, at);
 	else
 		pthread_cond_wait(&wk_idle_cv[w->id], &wk_mu);
-	if (wk_is_idle[w->id]) {
-		/* The clock, or a spurious wake-up: off the stack all the same. */
-		int i = wk_nidle - 1;
-
-		while (wk_idle[i] != w->id)
-			i--;
-		for (; i < wk_nidle - 1; i++)
-			wk_idle[i] = wk_idle[i + 1];
-		wk_nidle--;
-		wk_is_idle[w->id] = 0;
-	}
+	/* Still on the stack after the clock or a spurious wake-up (wake_one takes it off):
+	 * off it all the same. */
+	for (i = wk_nidle - 1; i >= 0 && wk_idle[i] != w->id; i--)
+		;
+	if (i < 0)
+		return;
+	for (; i < wk_nidle - 1; i++)
+		wk_idle[i] = wk_idle[i + 1];
+	wk_nidle--;
 }
 
 /* A heavy batch: one request too large to share a group commit (more items than a group
@@ -463,8 +460,7 @@ wk_start(int nthreads)
 	wk_ctx = calloc((size_t)nthreads, sizeof(*wk_ctx));
 	wk_idle = calloc((size_t)nthreads, sizeof(*wk_idle));
 	wk_idle_cv = calloc((size_t)nthreads, sizeof(*wk_idle_cv));
-	wk_is_idle = calloc((size_t)nthreads, 1);
-	QASSERT(wk_threads && wk_ctx && wk_idle && wk_idle_cv && wk_is_idle);
+	QASSERT(wk_threads && wk_ctx && wk_idle && wk_idle_cv);
 	for (int i = 0; i < nthreads; i++)
 		pthread_cond_init(&wk_idle_cv[i], NULL);
 	for (int i = 0; i < nthreads; i++) {
@@ -496,11 +492,9 @@ wk_stop(void)
 	free(wk_ctx);
 	free(wk_idle);
 	free(wk_idle_cv);
-	free(wk_is_idle);
 	wk_threads = NULL;
 	wk_ctx = NULL;
 	wk_idle = NULL;
 	wk_idle_cv = NULL;
-	wk_is_idle = NULL;
 	wk_n = 0;
 }
