@@ -282,6 +282,7 @@ h_push_prepare(struct req *r)
 	 * and they do not overlap: twice the body is room for them and their NULs. */
 	j->arena = malloc(2 * r->body.len + 16);
 	QASSERT(j->arena != NULL);
+	mem_advise_huge(j->arena, 2 * r->body.len + 16);
 	js_init(&s, r->body.buf ? r->body.buf : "", r->body.len);
 	if (js_peek(&s) != JS_OBJECT)
 		e = req_fail(r, QE_BAD_BODY, "expected an object with an items array");
@@ -356,14 +357,16 @@ payload_bytes(struct push_item *const *items, size_t n)
 	return bytes;
 }
 
-/* Builds the parameter arrays of queen_push for the items. */
+/* Builds the parameter arrays of queen_push for the items in sb, emptied first (the passes of
+ * a large push reuse one set: buffers of megabytes allocated afresh for every pass were
+ * faulted in afresh, page by page, every time). */
 static void
 build_params(struct push_item *const *items, size_t n, struct strbuf sb[PUSH_PARAMS])
 {
 	struct strbuf *arr[PUSH_PARAMS];
 
 	for (int k = 0; k < PUSH_PARAMS; k++) {
-		sb_init(&sb[k]);
+		sb_reset(&sb[k]);
 		arr[k] = &sb[k];
 	}
 	h_push_params_begin(arr, n, payload_bytes(items, n));
@@ -411,15 +414,14 @@ note_commit(struct push_note *nt)
 	lp_wakes_fire(&nt->wakes);
 }
 
-/* One call of queen_push (or of the spool's replay) for the items. */
+/* One call of queen_push (or of the spool's replay) for the items, its parameters built in
+ * sb (PUSH_PARAMS buffers of the caller's). */
 static enum qe
 push_call(struct dbconn *db, enum sql_id id, struct push_item *const *items, size_t n,
-	  PGresult **res)
+	  struct strbuf *sb, PGresult **res)
 {
-	struct strbuf sb[PUSH_PARAMS];
 	const char *params[PUSH_PARAMS];
 	int lengths[PUSH_PARAMS], formats[PUSH_PARAMS];
-	enum qe e;
 
 	build_params(items, n, sb);
 	for (int k = 0; k < PUSH_PARAMS; k++) {
@@ -427,10 +429,21 @@ push_call(struct dbconn *db, enum sql_id id, struct push_item *const *items, siz
 		lengths[k] = (int)sb[k].len;
 		formats[k] = 1;
 	}
-	e = db_exec_fmt(db, id, params, lengths, formats, res, NULL);
+	return db_exec_fmt(db, id, params, lengths, formats, res, NULL);
+}
+
+static void
+params_init(struct strbuf sb[PUSH_PARAMS])
+{
+	for (int k = 0; k < PUSH_PARAMS; k++)
+		sb_init(&sb[k]);
+}
+
+static void
+params_free(struct strbuf sb[PUSH_PARAMS])
+{
 	for (int k = 0; k < PUSH_PARAMS; k++)
 		sb_free(&sb[k]);
-	return e;
 }
 
 /* queen_push stores at most this many items a pass; a call with more loops over slices of
@@ -468,9 +481,11 @@ push_passes(struct dbconn *db, struct push_item *const *items, size_t n, struct 
 		PGresult *res;
 	} *p = NULL;
 	size_t np = 0, cap = 0;
+	struct strbuf sb[PUSH_PARAMS];
 	enum qe e = db_begin(db);
 	int begun = e == QE_OK;
 
+	params_init(sb);
 	for (size_t from = 0; e == QE_OK && from < n; from = p[np++].to) {
 		if (np == cap) {
 			cap = cap ? 2 * cap : 16;
@@ -480,8 +495,9 @@ push_passes(struct dbconn *db, struct push_item *const *items, size_t n, struct 
 		p[np].from = from;
 		p[np].to = pass_end(items, n, from);
 		p[np].res = NULL;
-		e = push_call(db, SQL_PUSH, items + from, p[np].to - from, &p[np].res);
+		e = push_call(db, SQL_PUSH, items + from, p[np].to - from, sb, &p[np].res);
 	}
+	params_free(sb);
 	if (e == QE_OK)
 		e = db_commit(db);
 	else if (begun)
@@ -505,7 +521,11 @@ h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int ma
 	if (!maybe_stored && n > PUSH_PASS && payload_bytes(items, n) > PUSH_SLICE_BYTES) {
 		e = push_passes(db, items, n, &nt);
 	} else {
-		e = push_call(db, maybe_stored ? SQL_SPOOL_PUSH : SQL_PUSH, items, n, &res);
+		struct strbuf sb[PUSH_PARAMS];
+
+		params_init(sb);
+		e = push_call(db, maybe_stored ? SQL_SPOOL_PUSH : SQL_PUSH, items, n, sb, &res);
+		params_free(sb);
 		if (e == QE_OK) {
 			note_rows(&nt, res, items, n);
 			PQclear(res);

@@ -37,6 +37,7 @@ struct req {
 	int nquery;
 	struct strbuf body;
 	size_t body_held;		/* of it, counted in flight (QUEEN_MAX_INFLIGHT_BYTES) */
+	size_t body_declared;		/* its Content-Length, 0 when none was sent */
 	size_t discarded;		/* body bytes dropped after a refusal */
 	int bad_input;			/* a query value was refused (err_msg says which) */
 	int deferred;			/* body not parsed yet: a worker does it first */

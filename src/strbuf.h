@@ -17,6 +17,10 @@ void sb_free(struct strbuf *sb);
 void sb_reset(struct strbuf *sb);
 /* Takes the bytes out of the buffer; the caller frees them. The buffer is left empty. */
 char *sb_steal(struct strbuf *sb, size_t *len);
+/* Asks for transparent huge pages in the 2 MiB-aligned interior of [p, p + n) when n is 4 MiB
+ * or more (sb_reserve does for its buffers): a buffer of megabytes written once then costs a
+ * page fault every 2 MiB, not every 4 KiB. Advice only: where THP is off, nothing changes. */
+void mem_advise_huge(void *p, size_t n);
 void sb_reserve(struct strbuf *sb, size_t extra);
 void sb_add(struct strbuf *sb, const char *s, size_t n);
 void sb_adds(struct strbuf *sb, const char *s);
