@@ -14,7 +14,9 @@
 #           sets that memory, with the head limits it holds (URL an eighth of it, header
 #           bytes a quarter, a field and a query parameter per 512 bytes).
 # fairness: batch-1 pushes of 4 clients for S (10) seconds, alone and then while one more
-#           client pushes 64 MiB bodies in a loop: p50/p99 of each and the ratio.
+#           client pushes 64 MiB bodies in a loop: p50/p99 of each and the ratio; those
+#           beside the bodies split by what the heavy client's body was going through (sent,
+#           or stored); then, as a control, beside a transaction that only holds its id.
 # index:    two brokers on the database; three times over, P (20000) partitions of a new
 #           queue are pushed on the first and read by a group on the second, then the queue
 #           is deleted on the first: the second's partition index and RSS before and after
@@ -68,12 +70,12 @@ sub say_ { printf "%-44s %s\n", @_ }
 # and body apart, and the delayed ACK of the second write then costs 40 ms a request).
 sub conn { IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $_[0]->port,
 	Proto => 'tcp') or die "connect: $!\n" }
-sub post {
+sub send_post {
 	my ($sock, $path, $body) = @_;
-	syswrite($sock, "POST $path HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" .
-		"Content-Length: " . length($body) . "\r\n\r\n" . $body) or return 0;
-	return answer($sock);
+	return syswrite($sock, "POST $path HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" .
+		"Content-Length: " . length($body) . "\r\n\r\n" . $body);
 }
+sub post { send_post(@_) or return 0; return answer($_[0]) }
 # Reads one answer off a keep-alive connection; returns its status (0: connection closed).
 sub answer {
 	my ($sock) = @_;
@@ -91,7 +93,7 @@ sub answer {
 }
 sub push1 { post($_[0], '/api/v1/push', QueenTest::to_json({ items => [ $_[1] ] })) }
 
-start_pg();
+my $pg = start_pg();
 
 if (!$only || $only eq 'longpoll') {
 	my $q = start_queend(QUEEN_MAX_LONGPOLLS => $n, LOG_LEVEL => 'warn', %head);
@@ -176,7 +178,7 @@ if (!$only || $only eq 'longpoll') {
 
 if (!$only || $only eq 'fairness') {
 	my $q = start_queend(LOG_LEVEL => 'warn');
-	# Four clients, each pushing one item at a time, for $secs seconds: latencies in ms.
+	# Four clients, each pushing one item at a time, for $secs seconds: [start, ms] of each.
 	my $light = sub {
 		my @kids = map { my $c = $_; bg(sub {
 			my (@l, $i);
@@ -185,39 +187,69 @@ if (!$only || $only eq 'fairness') {
 			while (time < $end) {
 				my $t = time;
 				my $s = push1($sock, { queue => "light-$c", partition => 'p' . ($i++ % 8) });
-				push @l, (time - $t) * 1000 if $s == 201;
+				push @l, [ $t, (time - $t) * 1000 ] if $s == 201;
 			}
 			return \@l;
 		}) } 1 .. 4;
 		return map { @{ $_->result($secs + 120) // [] } } @kids;
 	};
+	my $ms = sub { map { $_->[1] } @_ };
+	my $line = sub {
+		my ($what, @l) = @_;
+		my @v = $ms->(@l);
+		say_($what, sprintf('p50 %.2f  p99 %.2f  (%d pushes)', pct(50, @v), pct(99, @v),
+			scalar @v));
+		return pct(99, @v);
+	};
 	$light->() for 1;	# warm-up: queues and partitions exist, plans are cached
 	my @base = $light->();
-	# The heavy client: bodies just under QUEEN_MAX_BODY_BYTES (64 MiB), 10,000 items.
+	# The heavy client: bodies just under QUEEN_MAX_BODY_BYTES (64 MiB), 10,000 items; when
+	# each was sent, written (the broker has read most of it) and answered.
 	my $pad = 'h' x 6600;
 	my $body = '{"items":[' . join(',', map { qq({"queue":"heavy","partition":"h) . ($_ % 16) .
 		qq(","payload":{"pad":"$pad"}}) } 1 .. 10000) . ']}';
 	my $heavy = bg(sub {
-		my ($ok, $other) = (0, 0);
+		my ($ok, $other, @t) = (0, 0);
 		my $end = time + $secs + 1;
 		my $sock = conn($q);
 		while (time < $end) {
-			my $s = post($sock, '/api/v1/push', $body) or $sock = conn($q);
+			my $t0 = time;
+			my $sent = send_post($sock, '/api/v1/push', $body);
+			my $written = time;
+			my $s = $sent ? answer($sock) : 0;
+			my $t1 = time;
+			$sock = conn($q) unless $s;
 			$s == 201 ? $ok++ : $other++;
+			push @t, [ $t0, $written, $t1 ];
 		}
-		return [ $ok, $other ];
+		return [ $ok, $other, \@t ];
 	});
 	sleep 1;
 	my @load = $light->();
-	my $h = $heavy->result($secs + 300) // [ 0, 0 ];
+	my $h = $heavy->result($secs + 300) // [ 0, 0, [] ];
 	say_('heavy client', sprintf('%d bodies of %.1f MiB stored, %d refused', $h->[0],
 		length($body) / 1048576, $h->[1]));
-	my ($b99, $l99) = (pct(99, @base), pct(99, @load));
-	say_('batch-1 push alone (ms)', sprintf('p50 %.2f  p99 %.2f  (%d pushes)', pct(50, @base),
-		$b99, scalar @base));
-	say_('batch-1 push beside 64 MiB bodies (ms)', sprintf('p50 %.2f  p99 %.2f  (%d pushes)',
-		pct(50, @load), $l99, scalar @load));
+	my $b99 = $line->('batch-1 push alone (ms)', @base);
+	my $l99 = $line->('batch-1 push beside 64 MiB bodies (ms)', @load);
 	say_('p99 ratio (target < 2)', sprintf('%.2f', $b99 ? $l99 / $b99 : 0));
+	# Where they were slow: while a body was being sent (the broker reads it) or while the
+	# broker parsed and stored it.
+	my (@sending, @storing);
+	for my $l (@load) {
+		my ($b) = grep { $l->[0] >= $_->[0] && $l->[0] < $_->[2] } @{ $h->[2] };
+		next unless $b;
+		push @{ $l->[0] < $b->[1] ? \@sending : \@storing }, $l;
+	}
+	$line->('  ... while a body is sent (ms)', @sending);
+	$line->('  ... while it is stored (ms)', @storing);
+	# A control with no work at all beside: a transaction that holds a transaction id open
+	# for the whole window (as a large push does while it runs) keeps PostgreSQL from
+	# pruning the versions each small push leaves of its partition's row.
+	my $hold = bg(sub { $pg->psql("BEGIN; SELECT txid_current(); SELECT pg_sleep($secs + 2); " .
+		"COMMIT"); 1 });
+	sleep 1;
+	$line->('batch-1 push beside an open transaction (ms)', $light->());
+	$hold->result($secs + 60);
 	$q->stop;
 }
 
