@@ -193,10 +193,9 @@ if (!$only || $only eq 'fairness') {
 		}) } 1 .. 4;
 		return map { @{ $_->result($secs + 120) // [] } } @kids;
 	};
-	my $ms = sub { map { $_->[1] } @_ };
 	my $line = sub {
 		my ($what, @l) = @_;
-		my @v = $ms->(@l);
+		my @v = map { $_->[1] } @l;
 		say_($what, sprintf('p50 %.2f  p99 %.2f  (%d pushes)', pct(50, @v), pct(99, @v),
 			scalar @v));
 		return pct(99, @v);

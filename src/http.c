@@ -539,6 +539,7 @@ start_request(struct req *r, const char *version, int query_refused)
 	char allow[64];
 	size_t plens[REQ_MAX_PARAMS];
 	const char *cl;
+	long long declared;
 	enum qe e;
 
 	/* The size of the head comes first: it says nothing about routes or tokens, and a
@@ -571,13 +572,13 @@ start_request(struct req *r, const char *version, int query_refused)
 	if (r->bad_input)
 		return reply_now(r, QE_BAD_REQUEST);
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (cl && strtoll(cl, NULL, 10) > qconf.max_body_bytes)
+	declared = cl ? strtoll(cl, NULL, 10) : 0;
+	if (declared > qconf.max_body_bytes)
 		return reply_now(r, QE_TOO_LARGE);
-	if (cl && strtoll(cl, NULL, 10) > qconf.max_inflight_bytes - atomic_load(&http_inflight))
+	if (declared > qconf.max_inflight_bytes - atomic_load(&http_inflight))
 		return reply_now(r, req_fail(r, QE_BUSY, "too much request data in flight, "
 					     "retry later"));
-	if (cl && strtoll(cl, NULL, 10) > 0)
-		r->body_declared = (size_t)strtoll(cl, NULL, 10);
+	r->body_declared = declared > 0 ? (size_t)declared : 0;
 	r->state = ST_BODY;
 	return MHD_YES;
 }
