@@ -10,6 +10,8 @@
 --     covers [base_offset, end_offset] with end_offset - base_offset < 1000;
 --   * created_at never decreases along the offsets of a partition;
 --   * the log of a partition is [log_start, next_offset - 1]; log end = next_offset - 1;
+--     (since 022 next_offset and last_created_at are read from the newest segment, the row
+--     keeping them only for a partition retention emptied: queen_log_tail)
 --   * every hot table is keyed by partition id first, so it can be distributed by that key.
 --
 -- Names and keys compare bytewise (COLLATE "C"): exact, and several times cheaper than a

@@ -48,7 +48,8 @@ $holder->result(30);
 # The lane is free again for the next heavy push.
 $r = heavy_push();
 is($r->[0], 201, 'the next heavy push is stored');
-is($pg->psql("SELECT p.next_offset FROM queen_partitions p JOIN queen_queues q " .
+is($pg->psql("SELECT sum(cardinality(s.ids)) FROM queen_segments s " .
+	"JOIN queen_partitions p ON p.id = s.partition_id JOIN queen_queues q " .
 	"ON q.id = p.queue_id WHERE q.name = 'big'"), 41, 'every item of both is stored, once');
 
 subtest 'a push of 1000 items and 1 MiB: passes of one transaction' => sub {
@@ -119,7 +120,8 @@ subtest 'a heavy push is one transaction, with lanes to shard it over' => sub {
 	($s, my $b) = $wide->push_items(@items[0 .. 31]);
 	is($s, 201, 'without that item: stored');
 	is(scalar(grep { $_->{status} eq 'queued' } @$b), 32, 'every item queued');
-	is($pg->psql("SELECT sum(p.next_offset) FROM queen_partitions p JOIN queen_queues q " .
+	is($pg->psql("SELECT sum(cardinality(s.ids)) FROM queen_segments s " .
+		"JOIN queen_partitions p ON p.id = s.partition_id JOIN queen_queues q " .
 		"ON q.id = p.queue_id WHERE q.name = 'whole'"), 32, 'over its 32 partitions');
 };
 

@@ -42,7 +42,8 @@ subtest 'a push of over 4 MiB' => sub {
 	my ($s2, $b2) = $q->push_items({ queue => 'big', partition => 'p0', transactionId => 'after' });
 	is($s2, 201, 'the next push is answered');
 	is($b2->[0]{status}, 'queued', 'and queued, on a reopened connection');
-	is($pg->psql("SELECT sum(p.next_offset) FROM queen_partitions p JOIN queen_queues q " .
+	is($pg->psql("SELECT sum(cardinality(s.ids)) FROM queen_segments s " .
+		"JOIN queen_partitions p ON p.id = s.partition_id JOIN queen_queues q " .
 		"ON q.id = p.queue_id WHERE q.name = 'big'"), 1001, 'every item stored once');
 	$before = backends();
 };

@@ -94,6 +94,8 @@ subtest 'the whole log can go; pushes go on from the end' => sub {
 	my $p = partition_of('ret', 'p');
 	is($p->{logStart}, 13, 'logStart is the next offset');
 	is($p->{messages}, 0, 'no message retained');
+	is($p->{logEnd}, 12, 'logEnd kept with no segment left to read it from');
+	like($p->{lastMessageAt} // '', iso_re, 'and lastMessageAt');
 	my ($s) = $q->pop('ret', consumerGroup => 'late', subscriptionMode => 'all', batch => 10);
 	is($s, 204, 'a new group finds nothing to pop');
 	(undef, my $r) = $q->push_items({ queue => 'ret', partition => 'p',

@@ -51,6 +51,23 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 	SELECT split_part(p, '.', 2)
 $$;
 
+-- The log end of partition p_pid: the next offset a push takes and the created_at of its
+-- newest message, from its newest segment (one backward probe of the primary key), or what
+-- the partition row keeps (p_next_kept, p_last_kept: as of its creation or of the retention
+-- round that last moved its log start, which may release every segment), whichever is
+-- greater.  A push writes no version of the partition row (022_log_end_from_segments.sql).
+-- One row always; inlined by the planner (a SQL function returning a table), so that a
+-- lateral call costs the probe alone.
+CREATE FUNCTION queen_log_tail(p_pid uuid, p_next_kept bigint, p_last_kept timestamptz)
+RETURNS TABLE (next_offset bigint, last_created_at timestamptz)
+LANGUAGE sql STABLE AS $$
+	SELECT greatest(p_next_kept, max(s.end_offset) + 1),
+	       greatest(p_last_kept, max(s.created_at))
+	FROM (SELECT s.end_offset, s.created_at FROM queen_segments s
+	      WHERE s.partition_id = p_pid
+	      ORDER BY s.base_offset DESC LIMIT 1) s
+$$;
+
 -- The first offset of partition p_pid whose segment was created at or after p_ts (strictly
 -- after when p_strict), NULL when there is none.  created_at never decreases along offsets,
 -- so this is a binary search over the offsets [log_start, next_offset), one primary-key probe
@@ -61,13 +78,18 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
 	lo bigint;		-- every offset below lo is before p_ts
 	hi bigint;		-- the answer is at most hi (hi = next_offset: none)
+	v_next bigint;
 	mid bigint;
 	s record;
 BEGIN
-	SELECT p.log_start, p.next_offset INTO lo, hi FROM queen_partitions p WHERE p.id = p_pid;
-	IF NOT FOUND OR lo >= hi THEN
+	SELECT p.log_start, pl.next_offset INTO lo, v_next
+	FROM queen_partitions p
+	CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+	WHERE p.id = p_pid;
+	IF NOT FOUND OR lo >= v_next THEN
 		RETURN NULL;
 	END IF;
+	hi := v_next;
 	WHILE lo < hi LOOP
 		mid := lo + (hi - lo) / 2;
 		SELECT g.base_offset, g.end_offset, g.created_at INTO s
@@ -83,8 +105,7 @@ BEGIN
 			lo := s.end_offset + 1;
 		END IF;
 	END LOOP;
-	SELECT p.next_offset INTO mid FROM queen_partitions p WHERE p.id = p_pid;
-	RETURN CASE WHEN lo < mid THEN lo END;
+	RETURN CASE WHEN lo < v_next THEN lo END;
 END
 $$;
 

@@ -151,12 +151,13 @@ BEGIN
 			       d.created_at, q.name AS qname, p.name AS pname, q.namespace, q.task
 			FROM queen_dlq d
 			JOIN queen_partitions p ON p.id = d.partition_id
+			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 			JOIN queen_queues q ON q.id = p.queue_id
 			WHERE (p_queue IS NULL OR q.name = p_queue)
 			  AND (p_partition IS NULL OR p.name = p_partition)
 			  AND (p_from IS NULL OR d.created_at >= p_from)
 			  AND (p_to IS NULL OR d.created_at < p_to + interval '1 millisecond')
-			  AND d.off >= p.log_start AND d.off < p.next_offset
+			  AND d.off >= p.log_start AND d.off < pl.next_offset
 			ORDER BY d.created_at DESC, d.partition_id, d.off DESC
 			LIMIT v_limit + 1 OFFSET v_skip) y;
 		v_more := cardinality(v_out) > v_limit;

@@ -36,16 +36,17 @@ LANGUAGE sql STABLE AS $$
 		SELECT gq.g, q.id AS qid, q.name AS qname, p.id AS pid, p.name AS pname,
 		       c.partition_id IS NOT NULL AS hc,
 		       greatest(coalesce(c.committed, queen_cursor_start(p.id, p.log_start,
-				p.next_offset, p.created_at, p.last_created_at,
+				pl.next_offset, p.created_at, pl.last_created_at,
 				CASE WHEN gq.g = '__QUEUE_MODE__' THEN NULL ELSE s.start_at END)),
 				p.log_start - 1) AS cm,
-		       p.log_start AS ls, p.next_offset - 1 AS le,
+		       p.log_start AS ls, pl.next_offset - 1 AS le,
 		       c.lease_expires_at AS lexp, c.retry_count AS rc, c.updated_at AS upd,
 		       CASE WHEN gq.g = '__QUEUE_MODE__' THEN 'all' ELSE s.mode END AS mode,
 		       s.start_at, s.created_at AS sc
 		FROM gq
 		JOIN queen_queues q ON q.id = gq.qid
 		LEFT JOIN queen_partitions p ON p.queue_id = q.id
+		LEFT JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl ON true
 		LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = gq.g
 		LEFT JOIN queen_subscriptions s ON s.group_name = gq.g AND s.queue_id = q.id
 	), t AS (
@@ -251,13 +252,14 @@ BEGIN
 	RETURN QUERY
 	WITH t AS (
 		SELECT p.id, p.name,
-		       CASE WHEN p_ts IS NULL THEN p.next_offset - 1
+		       CASE WHEN p_ts IS NULL THEN pl.next_offset - 1
 			    ELSE greatest(p.log_start - 1, coalesce((
 				SELECT s.base_offset - 1 FROM queen_segments s
 				WHERE s.partition_id = p.id AND s.created_at >= p_ts
-				ORDER BY s.created_at, s.base_offset LIMIT 1), p.next_offset - 1))
+				ORDER BY s.created_at, s.base_offset LIMIT 1), pl.next_offset - 1))
 		       END AS target
 		FROM queen_partitions p
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 		WHERE p.queue_id = v_qid AND (p_partition IS NULL OR p.name = p_partition)
 	), up AS (
 		INSERT INTO queen_cursors AS c (partition_id, group_name, committed)

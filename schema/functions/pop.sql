@@ -63,15 +63,15 @@ BEGIN
 	RETURN QUERY
 	WITH cl AS (
 		SELECT u.o, p.id AS pid, p.name AS pname, q.name AS qname,
-		       p.next_offset - 1 AS lend,
+		       pl.next_offset - 1 AS lend,
 		       greatest(c.committed, p.log_start - 1) AS base,
 		       CASE WHEN q.delayed_processing <= 0
-				 OR p.last_created_at <= now() - make_interval(
+				 OR pl.last_created_at <= now() - make_interval(
 					secs => q.delayed_processing)
-			    THEN p.next_offset - 1
+			    THEN pl.next_offset - 1
 			    ELSE coalesce(queen_offset_at(p.id, now() - make_interval(
 					secs => q.delayed_processing), true),
-					  p.next_offset) - 1
+					  pl.next_offset) - 1
 		       END AS vend,
 		       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs,
 		       c.ctid AS lid
@@ -79,15 +79,16 @@ BEGIN
 		CROSS JOIN unnest(p_cand) WITH ORDINALITY AS u (pid, o)
 		JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = q.id
 		JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = p_group
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 		WHERE (p_queue IS NULL OR q.name = p_queue)
 		  AND (p_group = '__QUEUE_MODE__'
 		       OR EXISTS (SELECT 1 FROM queen_subscriptions s
 				  WHERE s.group_name = p_group AND s.queue_id = q.id))
 		  AND (p_partition IS NULL OR p.name = p_partition)
-		  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+		  AND pl.next_offset - 1 > greatest(c.committed, p.log_start - 1)
 		  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
 		  AND (q.window_buffer <= 0
-		       OR p.last_created_at <= now() - make_interval(
+		       OR pl.last_created_at <= now() - make_interval(
 				secs => q.window_buffer))
 		ORDER BY u.o
 		LIMIT p_width
@@ -203,18 +204,19 @@ BEGIN
 		), cand AS (
 			-- One probe of the cursors per candidate: the ctid of its row, or none.
 			SELECT u.o, p.id AS pid, p.name AS pname, qs.name AS qname,
-			       p.next_offset - 1 AS lend, p.log_start, p.created_at AS pcreated,
-			       p.last_created_at AS plast, qs.delay, qs.secs, qs.start_at,
+			       pl.next_offset - 1 AS lend, p.log_start, p.created_at AS pcreated,
+			       pl.last_created_at AS plast, qs.delay, qs.secs, qs.start_at,
 			       c.ctid AS cid
 			FROM qs
 			CROSS JOIN unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
 			JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = qs.id
+			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 			LEFT JOIN queen_cursors c ON c.partition_id = p.id
 				AND c.group_name = v_group
 			WHERE (p_partition IS NULL OR p.name = p_partition)
-			  AND p.next_offset > p.log_start
+			  AND pl.next_offset > p.log_start
 			  AND (qs.window_buffer <= 0
-			       OR p.last_created_at <= now() - make_interval(
+			       OR pl.last_created_at <= now() - make_interval(
 					secs => qs.window_buffer))
 		), held AS (
 			-- Each claim carries its candidate's columns on: no join back to cand, which
@@ -416,12 +418,13 @@ BEGIN
 			       count(*) FILTER (WHERE c.partition_id IS NULL)
 			INTO v_cand, v_missing
 			FROM queen_partitions p
+			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 			LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
 			WHERE p.queue_id = ANY (v_queues)
 			  AND (p_partition IS NULL OR p.name = p_partition)
-			  AND p.next_offset > p.log_start
+			  AND pl.next_offset > p.log_start
 			  AND (c.partition_id IS NULL
-			       OR (p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+			       OR (pl.next_offset - 1 > greatest(c.committed, p.log_start - 1)
 				   AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())));
 		END IF;
 		CONTINUE WHEN v_cand IS NULL;
@@ -443,12 +446,13 @@ BEGIN
 				INSERT INTO queen_cursors (partition_id, group_name, committed)
 				SELECT n.id, v_group, n.start
 				FROM (SELECT m.id, m.start
-				      FROM (SELECT p.id, u.o, p.next_offset,
-						   queen_cursor_start(p.id, p.log_start, p.next_offset,
-								      p.created_at, p.last_created_at,
+				      FROM (SELECT p.id, u.o, pl.next_offset,
+						   queen_cursor_start(p.id, p.log_start, pl.next_offset,
+								      p.created_at, pl.last_created_at,
 								      s.start_at) AS start
 					    FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
 					    JOIN queen_partitions p ON p.id = u.pid
+					    CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 					    LEFT JOIN queen_subscriptions s ON s.group_name = v_group
 						AND s.queue_id = p.queue_id
 					    WHERE p.queue_id = ANY (v_queues)
@@ -477,13 +481,14 @@ BEGIN
 				JOIN queen_partitions p ON p.id = u.pid
 				JOIN queen_queues q ON q.id = p.queue_id
 				JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+				CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 				WHERE p.queue_id = ANY (v_queues)
 				  AND (p_partition IS NULL OR p.name = p_partition)
 				  AND u.pid <> ALL (v_claim)
-				  AND p.next_offset - 1 > greatest(c.committed, p.log_start - 1)
+				  AND pl.next_offset - 1 > greatest(c.committed, p.log_start - 1)
 				  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
 				  AND (q.window_buffer <= 0
-				       OR p.last_created_at <= now() - make_interval(
+				       OR pl.last_created_at <= now() - make_interval(
 						secs => q.window_buffer))
 				  AND (q.delayed_processing <= 0 OR EXISTS (
 					SELECT 1 FROM queen_segments s
@@ -514,12 +519,13 @@ BEGIN
 			       NULL::text[], NULL::text[], NULL::timestamptz,
 			       CASE WHEN c.partition_id IS NOT NULL THEN 0 END,
 			       coalesce(greatest(c.committed, p.log_start - 1),
-					queen_cursor_start(p.id, p.log_start, p.next_offset,
-							   p.created_at, p.last_created_at,
+					queen_cursor_start(p.id, p.log_start, pl.next_offset,
+							   p.created_at, pl.last_created_at,
 							   s.start_at)),
-			       p.next_offset - 1, c.lease_expires_at, NULL::text[]
+			       pl.next_offset - 1, c.lease_expires_at, NULL::text[]
 			FROM (SELECT DISTINCT u.pid FROM unnest(v_cand) AS u (pid)) u
 			JOIN queen_partitions p ON p.id = u.pid
+			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 			LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
 			LEFT JOIN queen_subscriptions s ON s.group_name = v_group
 				AND s.queue_id = p.queue_id;

@@ -58,14 +58,16 @@ $$;
 -- Push (SPEC.md 4).  One row per input item.
 --
 -- The partition row locks are held until commit and every push to those partitions waits
--- for them, so the locked part is one statement: lay the items out as segments (one per
--- partition, in input order; a call is cut into passes of 1000 items), lock the partitions
--- (id order; FOR UPDATE reads their newest next_offset), insert the segments, advance the
--- partitions, notify, answer.
+-- for them.  First the partitions are locked (id order, a statement of its own: the next
+-- statement's snapshot, taken after the locks, sees every push committed before); then one
+-- statement lays the items out as segments (one per partition, in input order; a call is cut
+-- into passes of 1000 items), reads each partition's log end from its newest segment
+-- (queen_log_tail), inserts the segments, notifies and answers.  The partition row is locked,
+-- never updated: a push leaves no version of it behind (022_log_end_from_segments.sql).
 -- Before it: name resolution (creating queues and partitions).  With transactionIds, also
--- before it: dedup keys and in-call repeats; then the partitions are locked first and the
--- keys claimed in queen_dedup.  A key found live in its window makes its item a duplicate
--- (slow path: only a replayed or retried push).
+-- before it: dedup keys and in-call repeats; then, under the locks, the keys are claimed in
+-- queen_dedup.  A key found live in its window makes its item a duplicate (slow path: only a
+-- replayed or retried push).
 CREATE FUNCTION queen_push(p_pid uuid[], p_queue text[], p_partition text[], p_id uuid[],
 			   p_txn text[], p_trace text[], p_payload text[], p_sub text[])
 RETURNS TABLE (idx int, status text, message_id uuid, queue_id uuid, partition_id uuid,
@@ -145,20 +147,23 @@ BEGIN
 		END IF;
 	END IF;
 
+	PERFORM 1 FROM (SELECT p.id FROM queen_partitions p WHERE p.id = ANY (v_pid)
+			ORDER BY p.id FOR UPDATE) l;
+
 	IF array_remove(v_key, NULL) <> '{}' THEN
-		-- Lock, then claim the keys.  Under the partition locks no other push can
-		-- write these partitions' keys, and this statement's snapshot (taken after the
-		-- locks) sees every key committed before: a key not found is inserted plainly.
-		-- A key found live within its window is not claimed (its item is a duplicate);
-		-- an expired one is taken over by ON CONFLICT, which sees the newest committed
-		-- row (retention may be deleting it).  Offsets assume no committed duplicate;
-		-- the slow path below corrects them.
-		PERFORM 1 FROM (SELECT p.id FROM queen_partitions p WHERE p.id = ANY (v_pid)
-				ORDER BY p.id FOR UPDATE) l;
+		-- Claim the keys.  Under the partition locks no other push can write these
+		-- partitions' keys, and this statement's snapshot (taken after the locks) sees
+		-- every key committed before: a key not found is inserted plainly.  A key found
+		-- live within its window is not claimed (its item is a duplicate); an expired
+		-- one is taken over by ON CONFLICT, which sees the newest committed row
+		-- (retention may be deleting it).  Offsets assume no committed duplicate; the
+		-- slow path below corrects them.
 		WITH p AS MATERIALIZED (
-			SELECT p.id, p.next_offset, make_interval(secs => q.dedup_window_seconds)
+			SELECT p.id, pl.next_offset, make_interval(secs => q.dedup_window_seconds)
 				AS win
 			FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+							  p.kept_last_created_at) pl
 			WHERE p.id = ANY (v_pid)
 		), r AS (
 			SELECT u.pid, u.mid, u.key,
@@ -211,11 +216,13 @@ BEGIN
 			LEFT JOIN queen_dedup d ON NOT u.skip AND d.partition_id = u.pid
 				AND d.txn_id = u.key;
 			UPDATE queen_dedup d SET off = r.off
-			FROM (SELECT u.pid, u.mid, u.key, p.next_offset + row_number() OVER (
+			FROM (SELECT u.pid, u.mid, u.key, pl.next_offset + row_number() OVER (
 					PARTITION BY u.pid ORDER BY u.o) - 1 AS off
 			      FROM unnest(v_pid, p_id, v_key, v_skip) WITH ORDINALITY
 					AS u (pid, mid, key, skip, o)
 			      JOIN queen_partitions p ON p.id = u.pid
+			      CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+								p.kept_last_created_at) pl
 			      WHERE NOT u.skip) r
 			WHERE r.key IS NOT NULL AND d.partition_id = r.pid AND d.txn_id = r.key
 			  AND d.message_id = r.mid AND d.off <> r.off;
@@ -237,14 +244,12 @@ BEGIN
 		      ORDER BY u.pid, u.o) s
 		GROUP BY s.pid
 	), l AS MATERIALIZED (
-		-- The count(*) over g is an init plan run before the first row is locked: the
-		-- segments are laid out before the locks are taken, not while they are held.
-		SELECT p.id, p.next_offset AS base, p.queue_id AS qid,
-		       greatest(clock_timestamp(), p.last_created_at) AS ts
+		SELECT p.id, pl.next_offset AS base, p.queue_id AS qid,
+		       greatest(clock_timestamp(), pl.last_created_at) AS ts
 		FROM queen_partitions p
-		WHERE p.id = ANY (v_pid) AND (SELECT count(*) FROM g) >= 0
-		ORDER BY p.id
-		FOR UPDATE
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+						  p.kept_last_created_at) pl
+		WHERE p.id = ANY (v_pid)
 	), b AS MATERIALIZED (
 		SELECT l.id AS pid, l.base, l.ts, l.qid, coalesce(g.n, 0) AS n, g.idx
 		FROM l LEFT JOIN g ON g.pid = l.id
@@ -264,10 +269,6 @@ BEGIN
 				    THEN array_agg(p_sub[i]) END
 			FROM unnest(b.idx) i WHERE p_sub IS NOT NULL)
 		FROM b WHERE b.n > 0
-	), up AS (
-		UPDATE queen_partitions p
-		SET next_offset = b.base + b.n, last_created_at = b.ts
-		FROM b WHERE p.id = b.pid AND b.n > 0
 	), nt AS (
 		SELECT pg_notify('queen_push', CASE WHEN length(x.s) > 7000 THEN '*' ELSE x.s END)
 		FROM (SELECT string_agg(b.pid::text || ':' || (b.base + b.n - 1)::text, ',') AS s
@@ -283,7 +284,8 @@ BEGIN
 
 	IF v_skip IS NOT NULL AND array_position(v_skip, true) IS NOT NULL THEN
 		-- Duplicates: a committed one answers its original, an in-call repeat its
-		-- first.  The partitions are locked and written: log end = next_offset - 1.
+		-- first.  The partitions are locked and written: this statement sees their log
+		-- ends with the segments above.
 		RETURN QUERY
 		WITH u AS (
 			SELECT x.o::int AS o, x.pid, x.mid, x.skip, x.fi, x.dmid, x.doff
@@ -296,10 +298,12 @@ BEGIN
 			FROM u WHERE NOT u.skip
 		)
 		SELECT u.o - 1, 'duplicate'::text, coalesce(u.dmid, f.dmid, fw.mid), p.queue_id,
-		       u.pid, coalesce(u.doff, f.doff, p.next_offset - fw.n + fw.r - 1),
-		       p.next_offset - 1
+		       u.pid, coalesce(u.doff, f.doff, pl.next_offset - fw.n + fw.r - 1),
+		       pl.next_offset - 1
 		FROM u
 		JOIN queen_partitions p ON p.id = u.pid
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+						  p.kept_last_created_at) pl
 		LEFT JOIN u f ON f.o = u.fi
 		LEFT JOIN w fw ON fw.o = u.fi
 		WHERE u.skip;
@@ -386,10 +390,11 @@ BEGIN
 
 	RETURN QUERY
 	SELECT (x.o - 1)::int, 'duplicate'::text, p_id[x.o], p.queue_id, p.id, x.off,
-	       p.next_offset - 1
+	       pl.next_offset - 1
 	FROM unnest(v_dup, v_doff) AS x (o, off)
 	JOIN queen_queues q ON q.name = p_queue[x.o]
-	JOIN queen_partitions p ON p.queue_id = q.id AND p.name = p_partition[x.o];
+	JOIN queen_partitions p ON p.queue_id = q.id AND p.name = p_partition[x.o]
+	CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl;
 
 	SELECT array_agg(i ORDER BY i) INTO v_rest
 	FROM generate_subscripts(p_id, 1) AS i

@@ -77,7 +77,9 @@ RETURNS TABLE (group_name text, partition_id uuid, has_cursor bool, committed bi
 	       log_start bigint, log_end bigint, leased bool, mode text, start_at timestamptz)
 LANGUAGE sql STABLE AS $$
 	WITH parts AS (
-		SELECT p.* FROM queen_partitions p WHERE p.queue_id = p_queue_id
+		SELECT p.*, pl.next_offset, pl.last_created_at
+		FROM queen_partitions p CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+		WHERE p.queue_id = p_queue_id
 	), grps AS (
 		SELECT c.group_name AS g FROM queen_cursors c JOIN parts p ON p.id = c.partition_id
 		UNION
@@ -120,7 +122,9 @@ BEGIN
 		ORDER BY p.name), '[]'::jsonb),
 	       count(*), coalesce(sum(p.next_offset - p.log_start), 0)
 	INTO v_parts, v_np, v_msgs
-	FROM queen_partitions p WHERE p.queue_id = q.id;
+	FROM (SELECT p.*, pl.next_offset, pl.last_created_at
+	      FROM queen_partitions p CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+	      WHERE p.queue_id = q.id) p;
 
 	SELECT coalesce(jsonb_agg(jsonb_build_object(
 			'name', x.g, 'lag', x.lag, 'partitions', x.ncur,
@@ -163,13 +167,14 @@ LANGUAGE sql STABLE AS $$
 	), g AS (
 		SELECT coalesce(p_group, '__QUEUE_MODE__') AS g
 	), rows AS (
-		SELECT p.name, p.id, p.log_start, p.next_offset - 1 AS lend,
-		       coalesce(c.committed, queen_cursor_start(p.id, p.log_start, p.next_offset,
-				p.created_at, p.last_created_at,
+		SELECT p.name, p.id, p.log_start, pl.next_offset - 1 AS lend,
+		       coalesce(c.committed, queen_cursor_start(p.id, p.log_start, pl.next_offset,
+				p.created_at, pl.last_created_at,
 				CASE WHEN g.g = '__QUEUE_MODE__' THEN NULL ELSE s.start_at END)) AS cm,
 		       coalesce(c.lease_expires_at > now(), false) AS leased
 		FROM q CROSS JOIN g
 		JOIN queen_partitions p ON p.queue_id = q.id
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 		LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = g.g
 		LEFT JOIN queen_subscriptions s ON s.group_name = g.g AND s.queue_id = q.id
 	)
@@ -222,12 +227,13 @@ RETURNS TABLE (queue_id uuid, queue_name text, namespace text, task text, partit
 	       partition_name text, log_end bigint, last_created_at timestamptz, group_name text,
 	       committed bigint, lease_expires_at timestamptz)
 LANGUAGE sql STABLE AS $$
-	SELECT q.id, q.name, q.namespace, q.task, p.id, p.name, p.next_offset - 1,
-	       p.last_created_at, c.group_name,
+	SELECT q.id, q.name, q.namespace, q.task, p.id, p.name, pl.next_offset - 1,
+	       pl.last_created_at, c.group_name,
 	       greatest(c.committed, p.log_start - 1),	-- below the log start = at it
 	       c.lease_expires_at
 	FROM queen_queues q
 	JOIN queen_partitions p ON p.queue_id = q.id
+	CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 	LEFT JOIN queen_cursors c ON c.partition_id = p.id
 $$;
 
@@ -248,7 +254,7 @@ LANGUAGE sql STABLE AS $$
 	SELECT jsonb_build_object(
 		'queues', (SELECT count(*) FROM queen_queues),
 		'partitions', (SELECT count(*) FROM queen_partitions),
-		'messages', (SELECT coalesce(sum(p.next_offset - p.log_start), 0)
-			     FROM queen_partitions p),
+		'messages', (SELECT coalesce(sum(pl.next_offset - p.log_start), 0)
+			     FROM queen_partitions p CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl),
 		'dlq', (SELECT count(*) FROM queen_dlq))
 $$;

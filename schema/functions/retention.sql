@@ -81,7 +81,7 @@ BEGIN
 	-- first.
 	v_budget := v_batch;
 	FOR r IN
-		SELECT p.id, p.log_start AS ls, p.next_offset AS nx, c.t_any, c.t_done
+		SELECT p.id, p.log_start AS ls, pl.next_offset AS nx, c.t_any, c.t_done
 		FROM (SELECT q.id AS qid,
 			     greatest(queen_retention_cutoff(true, q.max_wait_time_seconds),
 				      queen_retention_cutoff(q.retention_enabled,
@@ -93,11 +93,12 @@ BEGIN
 			 OR (q.retention_enabled
 			     AND (q.retention_seconds > 0 OR q.completed_retention_seconds > 0))) c
 		JOIN queen_partitions p ON p.queue_id = c.qid
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 		CROSS JOIN LATERAL (
 			SELECT s.created_at, s.end_offset FROM queen_segments s
 			WHERE s.partition_id = p.id AND s.base_offset >= p.log_start
 			ORDER BY s.base_offset LIMIT 1) f
-		WHERE p.next_offset > p.log_start
+		WHERE pl.next_offset > p.log_start
 		  AND (f.created_at < c.t_any
 		       OR (f.created_at < c.t_done
 			   AND f.end_offset <= (SELECT min(k.committed) FROM queen_cursors k
@@ -219,10 +220,20 @@ BEGIN
 		ORDER BY p.id
 		FOR UPDATE SKIP LOCKED
 	), up AS (
-		UPDATE queen_partitions p SET log_start = u.t
+		-- The row keeps the log end as far as the start moves (the purge may release
+		-- every segment, and with them what queen_log_tail reads).
+		UPDATE queen_partitions p SET log_start = u.t,
+			kept_next_offset = greatest(p.kept_next_offset, u.t),
+			kept_last_created_at = greatest(p.kept_last_created_at, (
+				SELECT s.created_at FROM queen_segments s
+				WHERE s.partition_id = p.id AND s.base_offset < u.t
+				ORDER BY s.base_offset DESC LIMIT 1))
 		FROM unnest(p_pid, p_start, p_count) AS u (pid, t, n)
 		WHERE p.id = u.pid AND p.id IN (SELECT lk.id FROM lk)
-		  AND u.t > p.log_start AND u.t <= p.next_offset
+		  AND u.t > p.log_start
+		  AND u.t <= (SELECT pl.next_offset
+			      FROM queen_log_tail(p.id, p.kept_next_offset,
+						  p.kept_last_created_at) pl)
 		RETURNING p.id, p.log_start, u.n
 	), pend AS (
 		INSERT INTO queen_retention_pending AS rp (partition_id, upto)
