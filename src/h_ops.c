@@ -62,6 +62,7 @@ h_metrics(struct req *r, struct wk *w)
 		"\"pushCommits\":%llu,\"pool\":{\"size\":%lld,\"queuedJobs\":%ld,"
 		"\"dbErrors\":%llu},\"longPoll\":{\"parked\":%ld,\"wakeups\":%llu,"
 		"\"refused\":%llu,\"abandoned\":%llu,\"popQueries\":%llu},"
+		"\"largeWork\":{\"pauses\":%llu,\"pausedMs\":%llu},"
 		"\"spool\":{\"pendingCount\":%ld,\"failedCount\":%ld},"
 		"\"authRefused\":{\"missing\":%llu,\"invalid\":%llu,\"expired\":%llu,"
 		"\"forbidden\":%llu,\"protected\":%llu},\"index\":{\"queues\":%ld,"
@@ -74,7 +75,8 @@ h_metrics(struct req *r, struct wk *w)
 		(unsigned long long)m.dead_lettered, (unsigned long long)m.push_commits,
 		(long long)qconf.db_pool_size, wk_queued(), (unsigned long long)m.db_errors,
 		lp_parked(), (unsigned long long)m.wakeups, (unsigned long long)m.lp_refused,
-		(unsigned long long)m.abandoned, (unsigned long long)m.pop_queries, spool_pending(),
+		(unsigned long long)m.abandoned, (unsigned long long)m.pop_queries,
+		(unsigned long long)m.pauses, (unsigned long long)(m.paused_us / 1000), spool_pending(),
 		spool_failed(), (unsigned long long)refused[AUTH_MISSING],
 		(unsigned long long)refused[AUTH_INVALID], (unsigned long long)refused[AUTH_EXPIRED],
 		(unsigned long long)refused[AUTH_FORBIDDEN],
@@ -159,6 +161,10 @@ h_prometheus(struct req *r, struct wk *w)
 	     "Parked long-polls released because their client went away.", m.abandoned);
 	prom(&sb, "pop_queries_total", "counter", "Pop queries run (first tries, wakes, rechecks).",
 	     m.pop_queries);
+	prom(&sb, "large_work_pauses_total", "counter",
+	     "Pauses of large pushes for the requests beside them.", m.pauses);
+	prom(&sb, "large_work_paused_ms_total", "counter",
+	     "Milliseconds large pushes paused for the requests beside them.", m.paused_us / 1000);
 	prom(&sb, "pool_size", "gauge", "Worker connections to PostgreSQL.",
 	     (unsigned long long)qconf.db_pool_size);
 	prom(&sb, "spool_pending", "gauge", "Pushes waiting in the on-disk spool.",

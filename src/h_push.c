@@ -25,6 +25,7 @@
 #include "longpoll.h"
 #include "metrics.h"
 #include "names.h"
+#include "pace.h"
 #include "pcrypt.h"
 #include "pindex.h"
 #include "pushsplit.h"
@@ -457,15 +458,16 @@ params_free(struct strbuf sb[PUSH_PARAMS])
 #define PUSH_PASS_BYTES (2 * 1024 * 1024)
 
 /* The end of the pass that starts at items[from]: at most PUSH_PASS items and, past its
- * first item, at most PUSH_PASS_BYTES of payloads. */
+ * first item, at most max_bytes of payloads (PUSH_PASS_BYTES, or PACE_PASS_BYTES while
+ * other requests run: short passes with pauses between them, pace.h). */
 static size_t
-pass_end(struct push_item *const *items, size_t n, size_t from)
+pass_end(struct push_item *const *items, size_t n, size_t from, size_t max_bytes)
 {
 	size_t to = from, bytes = 0;
 
 	while (to < n && to - from < PUSH_PASS) {
 		bytes += strlen(items[to]->payload);
-		if (to > from && bytes > PUSH_PASS_BYTES)
+		if (to > from && bytes > max_bytes)
 			break;
 		to++;
 	}
@@ -484,6 +486,7 @@ push_passes(struct dbconn *db, struct push_item *const *items, size_t n, struct 
 	struct strbuf sb[PUSH_PARAMS];
 	enum qe e = db_begin(db);
 	int begun = e == QE_OK;
+	uint64_t mark = pace_mark();
 
 	params_init(sb);
 	for (size_t from = 0; e == QE_OK && from < n; from = p[np++].to) {
@@ -492,10 +495,17 @@ push_passes(struct dbconn *db, struct push_item *const *items, size_t n, struct 
 			p = realloc(p, cap * sizeof(*p));
 			QASSERT(p != NULL);
 		}
+		uint64_t t0 = now_us(), pause;
+		int paced = pace_contended(mark);
+
+		mark = pace_mark();
 		p[np].from = from;
-		p[np].to = pass_end(items, n, from);
+		p[np].to = pass_end(items, n, from, paced ? PACE_PASS_BYTES : PUSH_PASS_BYTES);
 		p[np].res = NULL;
 		e = push_call(db, SQL_PUSH, items + from, p[np].to - from, sb, &p[np].res);
+		/* Others run beside it: the cores are theirs for a while (pace.h). */
+		if (e == QE_OK && p[np].to < n && (pause = pace_pause_us(mark, now_us() - t0)) > 0)
+			pace_sleep(pause);
 	}
 	params_free(sb);
 	if (e == QE_OK)

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "names.h"
+#include "pace.h"
 #include "qassert.h"
 #include "router.h"
 #include "workers.h"
@@ -54,6 +55,12 @@ wall_ms(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t
+http_last_id(void)
+{
+	return atomic_load(&http_next_id);
 }
 
 struct req *
@@ -664,6 +671,28 @@ hold_body(struct req *r, size_t n)
 	return 1;
 }
 
+/* A large body is read in steps of PACE_RECV_STEP; after each, while other requests run,
+ * its connection is held so that the body comes at most at PACE_RECV_BYTES_S (pace.h). */
+static void
+pace_body(struct req *r, size_t n)
+{
+	uint64_t now = now_us(), pause;
+
+	if (r->pace_bytes == 0 && r->pace_from_us == 0) {
+		r->pace_from_us = r->start_us;
+		r->pace_mark = r->id;
+	}
+	r->pace_bytes += n;
+	if (r->pace_bytes < PACE_RECV_STEP)
+		return;
+	pause = pace_recv_pause_us(r->pace_mark, r->pace_bytes, now - r->pace_from_us);
+	r->pace_bytes = 0;
+	r->pace_from_us = now + pause;
+	r->pace_mark = pace_mark();
+	if (pause > 0)
+		pace_hold(r->conn, pause);
+}
+
 static enum MHD_Result
 access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
 	  const char *version, const char *upload, size_t *upload_size, void **con_cls)
@@ -692,6 +721,8 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 			if (r->body.cap == 0 && r->body_declared > BODY_GROWN_BELOW)
 				sb_reserve(&r->body, r->body_declared);
 			sb_add(&r->body, upload, *upload_size);
+			if (r->body_declared > BODY_GROWN_BELOW)
+				pace_body(r, *upload_size);
 			*upload_size = 0;
 			return MHD_YES;
 		}
@@ -753,6 +784,8 @@ http_start(void)
 
 		threads = n > 0 ? (unsigned)n : 2;
 	}
+	if (pace_start() < 0)
+		return -1;
 	http_daemon = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 		MHD_USE_ITC |
@@ -773,6 +806,7 @@ http_start(void)
 	if (!http_daemon) {
 		log_error("cannot listen on %s:%lld (address in use or not permitted)", qconf.host,
 			  (long long)qconf.port);
+		pace_stop();
 		return -1;
 	}
 	log_info("listening on %s:%lld with %u HTTP threads", qconf.host, (long long)qconf.port,
@@ -803,6 +837,7 @@ http_stop(void)
 			break;
 		usleep(20000);
 	}
+	pace_stop();	/* resumes the connections it holds: a suspended one blocks the stop */
 	if (http_daemon)
 		MHD_stop_daemon(http_daemon);
 	http_daemon = NULL;

@@ -39,6 +39,9 @@ struct req {
 	size_t body_held;		/* of it, counted in flight (QUEEN_MAX_INFLIGHT_BYTES) */
 	size_t body_declared;		/* its Content-Length, 0 when none was sent */
 	size_t discarded;		/* body bytes dropped after a refusal */
+	size_t pace_bytes;		/* of a large body, read since its last step (pace.h) */
+	uint64_t pace_from_us;		/* when that step began */
+	uint64_t pace_mark;		/* and pace_mark() then */
 	int bad_input;			/* a query value was refused (err_msg says which) */
 	int deferred;			/* body not parsed yet: a worker does it first */
 	json_t *json;			/* parsed body, or NULL when the request had none */
@@ -125,6 +128,9 @@ enum qe req_fail(struct req *r, enum qe e, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Adds a machine field to the error body (steals v). */
 void req_err_field(struct req *r, const char *key, json_t *v);
+
+/* The id of the latest request begun: a request begun since an earlier reading made it move. */
+uint64_t http_last_id(void);
 
 uint64_t now_us(void);		/* monotonic */
 int64_t now_ms(void);		/* monotonic */

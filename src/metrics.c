@@ -7,7 +7,7 @@
 static _Atomic uint64_t m_requests, m_2xx, m_4xx, m_5xx, m_us;
 static _Atomic uint64_t m_pushed, m_dup, m_popped, m_acked, m_nacked, m_dlq;
 static _Atomic uint64_t m_commits, m_db_errors, m_wakeups, m_pop_queries, m_lp_refused;
-static _Atomic uint64_t m_abandoned;
+static _Atomic uint64_t m_abandoned, m_pauses, m_paused_us;
 static _Atomic int64_t m_parked;
 
 #define ADD(v, n) atomic_fetch_add_explicit(&(v), (n), memory_order_relaxed)
@@ -43,6 +43,13 @@ void metrics_lp_refused(void) { ADD(m_lp_refused, 1); }
 void metrics_abandoned(void) { ADD(m_abandoned, 1); }
 
 void
+metrics_paused(uint64_t us)
+{
+	ADD(m_pauses, 1);
+	ADD(m_paused_us, us);
+}
+
+void
 metrics_acked(uint64_t ok, uint64_t nack, uint64_t dlq)
 {
 	ADD(m_acked, ok);
@@ -71,6 +78,8 @@ metrics_read(struct metrics_snapshot *s)
 	s->pop_queries = GET(m_pop_queries);
 	s->lp_refused = GET(m_lp_refused);
 	s->abandoned = GET(m_abandoned);
+	s->pauses = GET(m_pauses);
+	s->paused_us = GET(m_paused_us);
 }
 
 static struct timespec m_started;

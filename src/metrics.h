@@ -8,6 +8,7 @@ struct metrics_snapshot {
 	uint64_t requests, req_2xx, req_4xx, req_5xx, req_us_total;
 	uint64_t pushed, duplicates, popped, acked, nacked, dead_lettered;
 	uint64_t push_commits, db_errors, wakeups, pop_queries, lp_refused, abandoned;
+	uint64_t pauses, paused_us;
 	int64_t parked;
 };
 
@@ -24,6 +25,8 @@ void metrics_pop_query(void);
 /* A long-poll refused at QUEEN_MAX_LONGPOLLS; a parked one whose client went away. */
 void metrics_lp_refused(void);
 void metrics_abandoned(void);
+/* Large work paused us microseconds for small requests beside it (pace.h). */
+void metrics_paused(uint64_t us);
 void metrics_read(struct metrics_snapshot *s);
 
 

@@ -177,6 +177,17 @@ wk_submit(struct req *r)
 	return QE_OK;
 }
 
+int
+wk_contended(void)
+{
+	int busy;
+
+	pthread_mutex_lock(&wk_mu);
+	busy = wk_n - wk_nidle > 1 || wk_len > 0;
+	pthread_mutex_unlock(&wk_mu);
+	return busy;
+}
+
 long
 wk_queued(void)
 {

@@ -23,6 +23,8 @@ int wk_start(int nthreads);
 void wk_stop(void);
 /* Queues a request. QE_BUSY when the queue is full (429), QE_SHUTDOWN when stopping. */
 enum qe wk_submit(struct req *r);
+/* 1 when a worker other than the caller's runs a job or a job waits for one. */
+int wk_contended(void);
 /* Jobs waiting for a worker, for metrics. */
 long wk_queued(void);
 /* 1 when a push request is heavy: too large to share a group commit, it runs alone on a lane

@@ -5,7 +5,9 @@
 # commit. A heavy push is one transaction on that lane's connection, never cut into shards
 # on several (a group commit is): all of it is stored or none. Past 1000 items and 1 MiB of
 # payloads the broker sends it in passes of one transaction (queen_push copied its whole
-# arrays for every slice it took of them).
+# arrays for every slice it took of them). While other requests run, a large body is read and
+# stored in steps with pauses between them (pace.h), counted in /metrics largeWork; alone it
+# goes straight through.
 use strict;
 use warnings;
 use FindBin;
@@ -123,6 +125,45 @@ subtest 'a heavy push is one transaction, with lanes to shard it over' => sub {
 	is($pg->psql("SELECT sum(cardinality(s.ids)) FROM queen_segments s " .
 		"JOIN queen_partitions p ON p.id = s.partition_id JOIN queen_queues q " .
 		"ON q.id = p.queue_id WHERE q.name = 'whole'"), 32, 'over its 32 partitions');
+};
+
+subtest 'a large push beside other work goes in steps, and is stored whole and in order' => sub {
+	my $pad = 'p' x 3000;
+	my @items = map { +{ queue => 'paced', partition => 'p' . ($_ % 4), transactionId => "t$_",
+		payload => { pad => $pad, i => $_ } } } 0 .. 1999;
+	my $pauses = sub { my (undef, $m) = $q->get('/metrics'); $m->{largeWork}{pauses} };
+	my $p0 = $pauses->();
+	my ($s) = $q->push_items(@items);
+	is($s, 201, 'alone: a 6 MiB push is stored');
+	is($pauses->(), $p0, 'without a pause');
+
+	# Other work: a push that waits for a row lock another session holds keeps a worker
+	# busy for as long as the large push runs.
+	my $holder = bg(sub { $pg->psql("BEGIN; SELECT 1 FROM queen_partitions p JOIN " .
+		"queen_queues q ON q.id = p.queue_id WHERE q.name = 'small' FOR UPDATE OF p; " .
+		"SELECT pg_sleep(6); COMMIT;"); 1 });
+	ok(wait_until(sub { $pg->psql("SELECT count(*) FROM pg_stat_activity " .
+		"WHERE query LIKE '%pg_sleep(6)%' AND state = 'active' " .
+		"AND pid <> pg_backend_pid()") eq '1' }, 10, 0.05), 'the partition of small is locked');
+	my $small = bg(sub { my ($ls) = $q->push_items({ queue => 'small', payload => 'beside' });
+		$ls });
+	ok(wait_until(sub { $pg->psql("SELECT count(*) FROM pg_stat_activity " .
+		"WHERE wait_event_type = 'Lock' AND query LIKE '%queen_push%'") ge '1' }, 10, 0.05),
+		'a small push waits for it on a worker');
+	my @second = map { +{ %$_, queue => 'paced2' } } @items;
+	($s, my $b) = $q->push_items(@second);
+	is($s, 201, 'beside it, the large push is stored');
+	is(scalar(grep { $_->{status} eq 'queued' } @$b), 2000, 'every item queued');
+	ok($pauses->() - $p0 >= 10, 'in steps, with pauses for the other work (' .
+		($pauses->() - $p0) . ')');
+	is($small->result(30), 201, 'the small push is stored once the lock is gone');
+	$holder->result(30);
+	for my $part (0 .. 3) {
+		my ($ps, $pop) = $q->pop('paced2', partition => "p$part", batch => 1000);
+		my @want = map { "t" . ($_ * 4 + $part) } 0 .. 499;
+		is_deeply(txns($pop), \@want, "partition p$part: its 500 items, in order");
+		is_deeply(offsets($pop), [ 0 .. 499 ], 'at dense offsets');
+	}
 };
 
 done_testing();
