@@ -490,14 +490,15 @@ push_passes(struct dbconn *db, struct push_item *const *items, size_t n, struct 
 
 	params_init(sb);
 	for (size_t from = 0; e == QE_OK && from < n; from = p[np++].to) {
+		uint64_t t0 = now_us(), pause;
+		/* Others ran beside the last pass: this one is short, and a pause follows. */
+		int paced = pace_contended(mark);
+
 		if (np == cap) {
 			cap = cap ? 2 * cap : 16;
 			p = realloc(p, cap * sizeof(*p));
 			QASSERT(p != NULL);
 		}
-		uint64_t t0 = now_us(), pause;
-		int paced = pace_contended(mark);
-
 		mark = pace_mark();
 		p[np].from = from;
 		p[np].to = pass_end(items, n, from, paced ? PACE_PASS_BYTES : PUSH_PASS_BYTES);
