@@ -76,8 +76,8 @@ h_metrics(struct req *r, struct wk *w)
 		(long long)qconf.db_pool_size, wk_queued(), (unsigned long long)m.db_errors,
 		lp_parked(), (unsigned long long)m.wakeups, (unsigned long long)m.lp_refused,
 		(unsigned long long)m.abandoned, (unsigned long long)m.pop_queries,
-		(unsigned long long)m.pauses, (unsigned long long)(m.paused_us / 1000), spool_pending(),
-		spool_failed(), (unsigned long long)refused[AUTH_MISSING],
+		(unsigned long long)m.pauses, (unsigned long long)(m.paused_us / 1000),
+		spool_pending(), spool_failed(), (unsigned long long)refused[AUTH_MISSING],
 		(unsigned long long)refused[AUTH_INVALID], (unsigned long long)refused[AUTH_EXPIRED],
 		(unsigned long long)refused[AUTH_FORBIDDEN],
 		(unsigned long long)refused[AUTH_PROTECTED], iq, ip, ig, ib, stats);

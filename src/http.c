@@ -76,6 +76,8 @@ req_new(struct MHD_Connection *conn, const char *method, const char *url)
 	sb_init(&r->body);
 	r->start_us = now_us();
 	r->id = atomic_fetch_add(&http_next_id, 1) + 1;
+	r->pace_from_us = r->start_us;	/* a large body's first step (pace_body) */
+	r->pace_mark = r->id;
 	return r;
 }
 
@@ -678,10 +680,6 @@ pace_body(struct req *r, size_t n)
 {
 	uint64_t now = now_us(), pause;
 
-	if (r->pace_bytes == 0 && r->pace_from_us == 0) {
-		r->pace_from_us = r->start_us;
-		r->pace_mark = r->id;
-	}
 	r->pace_bytes += n;
 	if (r->pace_bytes < PACE_RECV_STEP)
 		return;

@@ -5,9 +5,10 @@
  * receive, both at full tilt) and PostgreSQL stores it pass after pass. Small requests
  * beside it, which alone keep both cores busy, got half the machine and took three to four
  * times as long. While other requests run beside it (one began during its last step, or
- * one runs or waits for a worker), the large one goes in steps with pauses between them: its body is read at most PACE_RECV_BYTES_S
- * (a slower sender is not held back at all), and it is stored in short passes, each
- * followed by a pause of PACE_PASS_FACTOR times the pass. Alone, it runs at full speed.
+ * one runs or waits for a worker), the large one goes in steps with pauses between them:
+ * its body is read at most at PACE_RECV_BYTES_S (a slower sender is not held back at all),
+ * and it is stored in short passes, each followed by a pause of PACE_PASS_FACTOR times the
+ * pass. Alone, it runs at full speed.
  *
  * Thread context: pace_pause_us from any thread; pace_hold from libmicrohttpd's access
  * handler only (it suspends the connection there); a thread of its own resumes held

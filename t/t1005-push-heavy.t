@@ -144,7 +144,8 @@ subtest 'a large push beside other work goes in steps, and is stored whole and i
 		"SELECT pg_sleep(6); COMMIT;"); 1 });
 	ok(wait_until(sub { $pg->psql("SELECT count(*) FROM pg_stat_activity " .
 		"WHERE query LIKE '%pg_sleep(6)%' AND state = 'active' " .
-		"AND pid <> pg_backend_pid()") eq '1' }, 10, 0.05), 'the partition of small is locked');
+		"AND pid <> pg_backend_pid()") eq '1' }, 10, 0.05),
+		'the partition of small is locked');
 	my $small = bg(sub { my ($ls) = $q->push_items({ queue => 'small', payload => 'beside' });
 		$ls });
 	ok(wait_until(sub { $pg->psql("SELECT count(*) FROM pg_stat_activity " .

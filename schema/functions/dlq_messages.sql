@@ -151,7 +151,8 @@ BEGIN
 			       d.created_at, q.name AS qname, p.name AS pname, q.namespace, q.task
 			FROM queen_dlq d
 			JOIN queen_partitions p ON p.id = d.partition_id
-			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+							  p.kept_last_created_at) pl
 			JOIN queen_queues q ON q.id = p.queue_id
 			WHERE (p_queue IS NULL OR q.name = p_queue)
 			  AND (p_partition IS NULL OR p.name = p_partition)

@@ -46,7 +46,8 @@ LANGUAGE sql STABLE AS $$
 		FROM gq
 		JOIN queen_queues q ON q.id = gq.qid
 		LEFT JOIN queen_partitions p ON p.queue_id = q.id
-		LEFT JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl ON true
+		LEFT JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+						 p.kept_last_created_at) pl ON true
 		LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = gq.g
 		LEFT JOIN queen_subscriptions s ON s.group_name = gq.g AND s.queue_id = q.id
 	), t AS (
@@ -259,7 +260,8 @@ BEGIN
 				ORDER BY s.created_at, s.base_offset LIMIT 1), pl.next_offset - 1))
 		       END AS target
 		FROM queen_partitions p
-		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+						  p.kept_last_created_at) pl
 		WHERE p.queue_id = v_qid AND (p_partition IS NULL OR p.name = p_partition)
 	), up AS (
 		INSERT INTO queen_cursors AS c (partition_id, group_name, committed)

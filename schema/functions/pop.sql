@@ -79,7 +79,8 @@ BEGIN
 		CROSS JOIN unnest(p_cand) WITH ORDINALITY AS u (pid, o)
 		JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = q.id
 		JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = p_group
-		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+						  p.kept_last_created_at) pl
 		WHERE (p_queue IS NULL OR q.name = p_queue)
 		  AND (p_group = '__QUEUE_MODE__'
 		       OR EXISTS (SELECT 1 FROM queen_subscriptions s
@@ -210,7 +211,8 @@ BEGIN
 			FROM qs
 			CROSS JOIN unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
 			JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = qs.id
-			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+							  p.kept_last_created_at) pl
 			LEFT JOIN queen_cursors c ON c.partition_id = p.id
 				AND c.group_name = v_group
 			WHERE (p_partition IS NULL OR p.name = p_partition)
@@ -418,7 +420,8 @@ BEGIN
 			       count(*) FILTER (WHERE c.partition_id IS NULL)
 			INTO v_cand, v_missing
 			FROM queen_partitions p
-			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+							  p.kept_last_created_at) pl
 			LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
 			WHERE p.queue_id = ANY (v_queues)
 			  AND (p_partition IS NULL OR p.name = p_partition)
@@ -452,7 +455,8 @@ BEGIN
 								      s.start_at) AS start
 					    FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
 					    JOIN queen_partitions p ON p.id = u.pid
-					    CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+					    CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+									      p.kept_last_created_at) pl
 					    LEFT JOIN queen_subscriptions s ON s.group_name = v_group
 						AND s.queue_id = p.queue_id
 					    WHERE p.queue_id = ANY (v_queues)
@@ -481,7 +485,8 @@ BEGIN
 				JOIN queen_partitions p ON p.id = u.pid
 				JOIN queen_queues q ON q.id = p.queue_id
 				JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
-				CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+				CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+								  p.kept_last_created_at) pl
 				WHERE p.queue_id = ANY (v_queues)
 				  AND (p_partition IS NULL OR p.name = p_partition)
 				  AND u.pid <> ALL (v_claim)
@@ -525,7 +530,8 @@ BEGIN
 			       pl.next_offset - 1, c.lease_expires_at, NULL::text[]
 			FROM (SELECT DISTINCT u.pid FROM unnest(v_cand) AS u (pid)) u
 			JOIN queen_partitions p ON p.id = u.pid
-			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+							  p.kept_last_created_at) pl
 			LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = v_group
 			LEFT JOIN queen_subscriptions s ON s.group_name = v_group
 				AND s.queue_id = p.queue_id;

@@ -78,7 +78,9 @@ RETURNS TABLE (group_name text, partition_id uuid, has_cursor bool, committed bi
 LANGUAGE sql STABLE AS $$
 	WITH parts AS (
 		SELECT p.*, pl.next_offset, pl.last_created_at
-		FROM queen_partitions p CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+		FROM queen_partitions p
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+						  p.kept_last_created_at) pl
 		WHERE p.queue_id = p_queue_id
 	), grps AS (
 		SELECT c.group_name AS g FROM queen_cursors c JOIN parts p ON p.id = c.partition_id
@@ -123,7 +125,9 @@ BEGIN
 	       count(*), coalesce(sum(p.next_offset - p.log_start), 0)
 	INTO v_parts, v_np, v_msgs
 	FROM (SELECT p.*, pl.next_offset, pl.last_created_at
-	      FROM queen_partitions p CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+	      FROM queen_partitions p
+	      CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+						p.kept_last_created_at) pl
 	      WHERE p.queue_id = q.id) p;
 
 	SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -174,7 +178,8 @@ LANGUAGE sql STABLE AS $$
 		       coalesce(c.lease_expires_at > now(), false) AS leased
 		FROM q CROSS JOIN g
 		JOIN queen_partitions p ON p.queue_id = q.id
-		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+						  p.kept_last_created_at) pl
 		LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = g.g
 		LEFT JOIN queen_subscriptions s ON s.group_name = g.g AND s.queue_id = q.id
 	)
@@ -255,6 +260,8 @@ LANGUAGE sql STABLE AS $$
 		'queues', (SELECT count(*) FROM queen_queues),
 		'partitions', (SELECT count(*) FROM queen_partitions),
 		'messages', (SELECT coalesce(sum(pl.next_offset - p.log_start), 0)
-			     FROM queen_partitions p CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl),
+			     FROM queen_partitions p
+			     CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+							       p.kept_last_created_at) pl),
 		'dlq', (SELECT count(*) FROM queen_dlq))
 $$;

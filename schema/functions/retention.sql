@@ -93,7 +93,8 @@ BEGIN
 			 OR (q.retention_enabled
 			     AND (q.retention_seconds > 0 OR q.completed_retention_seconds > 0))) c
 		JOIN queen_partitions p ON p.queue_id = c.qid
-		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+						  p.kept_last_created_at) pl
 		CROSS JOIN LATERAL (
 			SELECT s.created_at, s.end_offset FROM queen_segments s
 			WHERE s.partition_id = p.id AND s.base_offset >= p.log_start

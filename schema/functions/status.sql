@@ -26,7 +26,9 @@ LANGUAGE sql STABLE AS $$
 			     p.next_offset - 1 - coalesce(c.minc, p.log_start - 1)) AS inf,
 		       coalesce(c.nlease, 0) AS nlease
 		FROM (SELECT p.*, pl.next_offset, pl.last_created_at
-		      FROM queen_partitions p CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl) p
+		      FROM queen_partitions p
+		      CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
+							p.kept_last_created_at) pl) p
 		LEFT JOIN LATERAL (
 			SELECT min(greatest(k.committed, p.log_start - 1)) AS minc,
 			       count(*) FILTER (WHERE k.lease_expires_at > now()) AS nlease,
