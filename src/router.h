@@ -37,6 +37,9 @@ struct route {
 	/* Parameterless read views (run = h_sql_view): the catalogued statement whose single
 	 * json value is the answer. */
 	enum sql_id view;
+	/* A consumer's request (pop, ack): while the spool drains, the workers run one of
+	 * them at a time (workers.c). */
+	int consumer;
 };
 
 enum route_match_result { ROUTE_FOUND, ROUTE_NO_PATH, ROUTE_NO_METHOD };

@@ -1351,6 +1351,12 @@ spool_diverting(void)
 	return atomic_load(&sp_maint) || atomic_load(&sp_pending) > 0;
 }
 
+int
+spool_replaying(void)
+{
+	return !atomic_load(&sp_maint) && atomic_load(&sp_pending) > 0;
+}
+
 long
 spool_pending(void)
 {

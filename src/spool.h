@@ -85,6 +85,11 @@ int spool_wait_drained(int64_t ms);
 void spool_drain(struct dbconn *db);
 int64_t spool_drain_interval_ms(void);
 
+/* 1 while the drainer has records to replay (the spool is not empty and maintenance mode is
+ * off): the workers then run pops and acks one at a time (workers.c), so that the replay gets
+ * the cores. Any thread. */
+int spool_replaying(void);
+
 /* Records in the spool not yet committed, and records set aside as failed. */
 long spool_pending(void);
 long spool_failed(void);

@@ -16,6 +16,7 @@
 #include "pindex.h"
 #include "qassert.h"
 #include "router.h"
+#include "spool.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ static int64_t wk_lanes_busy;	/* light push batches running */
 static uint64_t wk_light_start_us;	/* when the latest of them started (now_us) */
 static int wk_timer_armed;	/* a waiting worker wakes when a held-back group may open one */
 static int64_t wk_heavy_busy;	/* heavy ones running (see heavy) */
+static int wk_consumers_busy;	/* pops and acks running (see consumer_held) */
 static int wk_stopping;
 static pthread_t *wk_threads;
 static struct wk *wk_ctx;
@@ -95,6 +97,39 @@ lane_free(const struct req *r)
 	if (wk_heavy(r))
 		return wk_heavy_busy < (qconf.push_lanes > 1 ? qconf.push_lanes - 1 : 1);
 	return wk_lanes_busy < qconf.push_lanes;
+}
+
+/* 1 when r is a consumer's request (a pop, an ack) run as what it is (not deferred). */
+static int
+consumer(const struct req *r)
+{
+	return r->route->consumer && !r->deferred;
+}
+
+/* While the spool drains, at most this many consumers' requests run at once. */
+#define WK_DRAIN_CONSUMERS 1
+
+/* 1 when the consumer's request r must wait for another to finish: the spool drains. After
+ * an outage the replay of what was spooled and the consumers popping what it stored took the
+ * cores about equally (the bench machine has two), and the spool emptied 11-17 s after the
+ * database's return at half load; with one consumer's request at a time the replay ran 1.5x
+ * as fast (9.0-9.5 s), and consumers mostly wait for data the replay has not stored yet
+ * anyway. Called with wk_mu held. */
+static int
+consumer_held(const struct req *r)
+{
+	return consumer(r) && wk_consumers_busy >= WK_DRAIN_CONSUMERS && spool_replaying();
+}
+
+/* A consumer's request taken by consumer_held's count is done: the next one may run. */
+static void
+consumer_done(void)
+{
+	pthread_mutex_lock(&wk_mu);
+	wk_consumers_busy--;
+	if (wk_head)
+		wake_one();
+	pthread_mutex_unlock(&wk_mu);
 }
 
 /* 1 when the job is run by the route's run_many (in a lane); a request whose parsing was
@@ -279,13 +314,14 @@ unlink_job(struct req *prev, struct req *cur)
 	wk_len--;
 }
 
-/* Takes the first job a worker may run now. A job of a coalescing route (push) may only run
- * when one of the QUEEN_PUSH_LANES lanes is free; it then takes every other waiting light
- * job of that route, up to the item budget. Pushes to the same partitions serialise on their
- * row locks anyway, so a few large transactions beat many small ones racing for the same
- * locks: while a lane commits, the next group gathers. Returns 0 when nothing may run yet,
- * and then in *wake_us (now_us) when a group held back may open a lane, or 0; *is_heavy
- * tells whether the batch holds a heavy lane. Called with wk_mu held. */
+/* Takes the first job a worker may run now. A consumer's request may wait while the spool
+ * drains (consumer_held). A job of a coalescing route (push) may only run when one of the
+ * QUEEN_PUSH_LANES lanes is free; it then takes every other waiting light job of that route,
+ * up to the item budget. Pushes to the same partitions serialise on their row locks anyway,
+ * so a few large transactions beat many small ones racing for the same locks: while a lane
+ * commits, the next group gathers. Returns 0 when nothing may run yet, and then in *wake_us
+ * (now_us) when a group held back may open a lane, or 0; *is_heavy tells whether the batch
+ * holds a heavy lane. Called with wk_mu held. */
 static size_t
 take_jobs(struct req **out, size_t max, int *is_heavy, uint64_t *wake_us)
 {
@@ -296,8 +332,11 @@ take_jobs(struct req **out, size_t max, int *is_heavy, uint64_t *wake_us)
 	*is_heavy = 0;
 	*wake_us = 0;
 	for (first = wk_head; first; prev = first, first = first->next) {
-		if (!coalesces(first))
+		if (!coalesces(first)) {
+			if (consumer_held(first))
+				continue;
 			break;
+		}
 		if (!lane_free(first) ||
 		    (!wk_heavy(first) && first->route->run_many == held_back))
 			continue;
@@ -311,8 +350,11 @@ take_jobs(struct req **out, size_t max, int *is_heavy, uint64_t *wake_us)
 	cur = first->next;
 	unlink_job(prev, first);
 	out[n++] = first;
-	if (!coalesces(first))
+	if (!coalesces(first)) {
+		if (consumer(first))
+			wk_consumers_busy++;
 		return n;
+	}
 	if (wk_heavy(first)) {
 		*is_heavy = 1;
 		wk_heavy_busy++;
@@ -394,7 +436,13 @@ run_jobs(struct wk *w, struct req **jobs, size_t n, int is_heavy)
 			wake_one();
 		pthread_mutex_unlock(&wk_mu);
 	} else {
+		/* Read before the run: a parked pop may be answered and freed by another
+		 * thread before run returns. */
+		int counted = consumer(jobs[0]);
+
 		rcs[0] = jobs[0]->route->run(jobs[0], w);
+		if (counted)
+			consumer_done();
 	}
 	for (size_t i = 0; i < n; i++)
 		if (rcs[i] != QE_PARKED)
