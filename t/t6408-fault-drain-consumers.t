@@ -88,7 +88,7 @@ subtest 'the spool draining: a pop waits for the ack before it' => sub {
 	my ($ps, $pb) = $q->push_items(map { +{ queue => 'spooled', payload => { i => $_ } } } 1 .. 3);
 	is($ps, 201, 'three items pushed in maintenance mode');
 	is_deeply([ map { $_->{status} } @$pb ], [ ('buffered') x 3 ], 'buffered');
-	my $holder = hold_rows(4, 1);
+	my $holder = hold_rows(6, 1);
 	maintenance(0);
 	ok(wait_until(sub { $pg->psql("SELECT count(*) FROM pg_stat_activity WHERE " .
 		"wait_event_type = 'Lock' AND query LIKE '%queen_push%'") eq '1' }, 10, 0.02),
