@@ -105,6 +105,7 @@ static struct {
 static _Atomic long sp_pending, sp_failed;
 static _Atomic int sp_maint;
 static _Atomic int sp_busy;	/* the last drain round stopped with records left to replay */
+static _Atomic int sp_reached = 1;	/* the drainer's last replay reached the database */
 
 /* Counts k records as gone from the spool (committed, set aside or lost). Under mu. */
 static void
@@ -1272,6 +1273,7 @@ drain_step(struct dbconn *db)
 				sp.rpos < sp.recheck_until || seq == sp.found_first, &maybe);
 	e = left < 0 ? QE_DB : left == 0 ? QE_OK
 	    : h_push_replay(db, items, (size_t)left, maybe, &refused);
+	atomic_store(&sp_reached, e == QE_OK || refused);
 	if (e == QE_OK) {
 		size_t dup = 0;
 
@@ -1354,7 +1356,8 @@ spool_diverting(void)
 int
 spool_replaying(void)
 {
-	return !atomic_load(&sp_maint) && atomic_load(&sp_pending) > 0;
+	return !atomic_load(&sp_maint) && atomic_load(&sp_pending) > 0 &&
+	       atomic_load(&sp_reached);
 }
 
 long

@@ -85,9 +85,10 @@ int spool_wait_drained(int64_t ms);
 void spool_drain(struct dbconn *db);
 int64_t spool_drain_interval_ms(void);
 
-/* 1 while the drainer has records to replay (the spool is not empty and maintenance mode is
- * off): the workers then run pops and acks one at a time (workers.c), so that the replay gets
- * the cores. Any thread. */
+/* 1 while the drainer replays: the spool is not empty, maintenance mode is off and its last
+ * replay reached the database (while the database cannot be reached, pops and acks fail
+ * side by side, never queued one behind another). The workers then run pops and acks one at
+ * a time (workers.c), so that the replay gets the cores. Any thread. */
 int spool_replaying(void);
 
 /* Records in the spool not yet committed, and records set aside as failed. */
