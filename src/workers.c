@@ -109,12 +109,12 @@ consumer(const struct req *r)
 /* While the spool drains, at most this many consumers' requests run at once. */
 #define WK_DRAIN_CONSUMERS 1
 
-/* 1 when the consumer's request r must wait for another to finish: the spool drains. After
- * an outage the replay of what was spooled and the consumers popping what it stored took the
- * cores about equally (the bench machine has two), and the spool emptied 11-17 s after the
- * database's return at half load; with one consumer's request at a time the replay ran 1.5x
- * as fast (9.0-9.5 s), and consumers mostly wait for data the replay has not stored yet
- * anyway. Called with wk_mu held. */
+/* 1 when the consumer's request r must wait for another to finish: the spool drains
+ * (spool_replaying). After an outage the replay of what was spooled and the consumers popping
+ * what it stored took the cores about equally (the bench machine has two), and the spool
+ * emptied 10.7-17.4 s after the database's return at half load; with one consumer's request
+ * at a time the replay ran 1.4x as fast (7.6-9.5 s), and consumers mostly wait for data the
+ * replay has not stored yet anyway. Called with wk_mu held. */
 static int
 consumer_held(const struct req *r)
 {
