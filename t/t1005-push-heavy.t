@@ -59,6 +59,8 @@ subtest 'a push of 1000 items and 1 MiB: passes of one transaction' => sub {
 	$pg->psql("SELECT pg_reload_conf()");
 	my $calls = sub { $pg->psql("SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions " .
 		"WHERE funcname = 'queen_push'") };
+	my $pauses = sub { my (undef, $m) = $q->get('/metrics'); $m->{largeWork}{pauses} };
+	my $paused = $pauses->();
 	# Each backend reports its calls within ~10 s of going idle.
 	sleep 0.5;
 	my $before = $calls->();
@@ -73,9 +75,17 @@ subtest 'a push of 1000 items and 1 MiB: passes of one transaction' => sub {
 	is(scalar(grep { $_->{status} eq 'queued' } @$b), 2499, 'every item queued but one');
 	is($b->[2399]{status}, 'duplicate', 'the repeat is its duplicate');
 	is($b->[2399]{messageId}, $b->[4]{messageId}, 'with the first pass\'s message id');
-	ok(wait_until(sub { $calls->() - $before == 3 }, 20, 0.2),
-		'queen_push called three times (1000, 1000, 500 items), not once to loop itself')
-		or diag('calls: ' . ($calls->() - $before));
+	# Work the broker saw beside it (pace.h) cuts the passes shorter, with a pause after
+	# each: more calls, never one that loops itself (the passes are the broker's).
+	if ($pauses->() == $paused) {
+		ok(wait_until(sub { $calls->() - $before == 3 }, 20, 0.2),
+			'queen_push called three times (1000, 1000, 500 items), not once to loop ' .
+			'itself') or diag('calls: ' . ($calls->() - $before));
+	} else {
+		ok(wait_until(sub { $calls->() - $before >= 4 }, 20, 0.2),
+			'paced beside other work: queen_push called once a shorter pass') or
+			diag('calls: ' . ($calls->() - $before));
+	}
 	my %seen;
 	for my $p (0 .. 2) {
 		my @i;
