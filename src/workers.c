@@ -33,7 +33,7 @@ static int64_t wk_lanes_busy;	/* light push batches running */
 static uint64_t wk_light_start_us;	/* when the latest of them started (now_us) */
 static int wk_timer_armed;	/* a waiting worker wakes when a held-back group may open one */
 static int64_t wk_heavy_busy;	/* heavy ones running (see heavy) */
-static int wk_consumers_busy;	/* pops and acks running (see consumer_held) */
+static int64_t wk_consumers_busy;	/* pops and acks running (see consumer_held) */
 static int wk_stopping;
 static pthread_t *wk_threads;
 static struct wk *wk_ctx;
@@ -121,12 +121,14 @@ consumer_held(const struct req *r)
 	return consumer(r) && wk_consumers_busy >= WK_DRAIN_CONSUMERS && spool_replaying();
 }
 
-/* A consumer's request taken by consumer_held's count is done: the next one may run. */
+/* A job that held one of the counted places (a light lane, a heavy one, a consumer's turn) is
+ * done: one worker takes what waited for the place (this one looks again too once its
+ * answers are out). Waking every idle worker at each commit only cost switches. */
 static void
-consumer_done(void)
+place_done(int64_t *busy)
 {
 	pthread_mutex_lock(&wk_mu);
-	wk_consumers_busy--;
+	(*busy)--;
 	if (wk_head)
 		wake_one();
 	pthread_mutex_unlock(&wk_mu);
@@ -424,17 +426,7 @@ run_jobs(struct wk *w, struct req **jobs, size_t n, int is_heavy)
 			bulk_run(w, jobs[0]->id, bulk_store, &b);
 		else
 			jobs[0]->route->run_many(jobs, n, w, rcs);
-		pthread_mutex_lock(&wk_mu);
-		if (is_heavy)
-			wk_heavy_busy--;
-		else
-			wk_lanes_busy--;
-		/* One lane is free: one worker takes the group that waited for it (this one
-		 * looks again too once its answers are out). Waking every idle worker at each
-		 * commit only cost switches. */
-		if (wk_head)
-			wake_one();
-		pthread_mutex_unlock(&wk_mu);
+		place_done(is_heavy ? &wk_heavy_busy : &wk_lanes_busy);
 	} else {
 		/* Read before the run: a parked pop may be answered and freed by another
 		 * thread before run returns. */
@@ -442,7 +434,7 @@ run_jobs(struct wk *w, struct req **jobs, size_t n, int is_heavy)
 
 		rcs[0] = jobs[0]->route->run(jobs[0], w);
 		if (counted)
-			consumer_done();
+			place_done(&wk_consumers_busy);
 	}
 	for (size_t i = 0; i < n; i++)
 		if (rcs[i] != QE_PARKED)
