@@ -75,15 +75,16 @@ subtest 'a push of 1000 items and 1 MiB: passes of one transaction' => sub {
 	is(scalar(grep { $_->{status} eq 'queued' } @$b), 2499, 'every item queued but one');
 	is($b->[2399]{status}, 'duplicate', 'the repeat is its duplicate');
 	is($b->[2399]{messageId}, $b->[4]{messageId}, 'with the first pass\'s message id');
-	# Work the broker saw beside it (pace.h) cuts the passes shorter, with a pause after
-	# each: more calls, never one that loops itself (the passes are the broker's).
+	# Work the broker saw beside it (pace.h) slows the body's receipt or cuts the passes
+	# shorter, with a pause after each: as many calls or more, never one that loops itself
+	# (the passes are the broker's). A pause counts either kind.
 	if ($pauses->() == $paused) {
 		ok(wait_until(sub { $calls->() - $before == 3 }, 20, 0.2),
 			'queen_push called three times (1000, 1000, 500 items), not once to loop ' .
 			'itself') or diag('calls: ' . ($calls->() - $before));
 	} else {
-		ok(wait_until(sub { $calls->() - $before >= 4 }, 20, 0.2),
-			'paced beside other work: queen_push called once a shorter pass') or
+		ok(wait_until(sub { $calls->() - $before >= 3 }, 20, 0.2),
+			'paced beside other work: queen_push called once a pass, shorter ones too') or
 			diag('calls: ' . ($calls->() - $before));
 	}
 	my %seen;
