@@ -1,9 +1,10 @@
 -- push.sql: name resolution and the push (SPEC.md 4), and the spool's replay of it.
 
 -- Fill the NULL elements of p_pid from (queue, partition) names, creating queues (lease_time
--- 60, labels from the name) and partitions that do not exist.  Creation goes in name order
--- and ON CONFLICT DO NOTHING, so concurrent creators neither fail nor deadlock; the reselect
--- is a new statement and sees the winner's rows.  The partitions that exist already are left
+-- 60, labels from the name) and partitions that do not exist (ids of version 7:
+-- queen_uuid_v7).  Creation goes in name order and ON CONFLICT DO NOTHING, so concurrent
+-- creators neither fail nor deadlock; the reselect is a new statement and sees the winner's
+-- rows.  The partitions that exist already are left
 -- to ON CONFLICT, which probes the unique index on (queue_id, name) exactly: a NOT EXISTS
 -- probe before it was planned once (generic plan) as an index scan on queue_id alone with the
 -- name as a filter, every new name a scan of all its queue's partitions (12 s for a push of
@@ -35,10 +36,10 @@ BEGIN
 	WITH w AS MATERIALIZED (
 		SELECT DISTINCT u.qn COLLATE "C" AS qn, coalesce(u.pn, 'Default') COLLATE "C" AS pn
 		FROM unnest(p_pid, p_queue, p_partition) AS u (pid, qn, pn) WHERE u.pid IS NULL)
-	INSERT INTO queen_partitions (queue_id, name)
-	SELECT q.id, w.pn
+	INSERT INTO queen_partitions (id, queue_id, name)
+	SELECT queen_uuid_v7(), q.id, w.pn
 	FROM w JOIN queen_queues q ON q.name = w.qn
-	ORDER BY 1, 2
+	ORDER BY q.id, w.pn
 	ON CONFLICT (queue_id, name) DO NOTHING;
 
 	WITH w AS MATERIALIZED (
