@@ -27,8 +27,7 @@ my $cols = $pg->psql("SELECT string_agg(attname, ',' ORDER BY attname) FROM pg_s
 is($cols, 'base_offset,created_at,end_offset,partition_id',
 	'ANALYZE keeps statistics for the scalar columns only');
 
-my $pid = $pg->psql("SELECT p.id FROM queen_partitions p JOIN queen_queues q " .
-	"ON q.id = p.queue_id WHERE q.name = 'st' AND p.name = 'p1'");
+my $pid = $q->partition_ids('st')->{p1};
 my ($s, $m) = $q->get("/api/v1/messages/$pid/r3-4");
 is($s, 200, 'a message is found by its transactionId');
 is($m->{data}{round}, 3, 'the right one') or diag(explain($m));

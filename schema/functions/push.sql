@@ -4,11 +4,11 @@
 -- 60, labels from the name) and partitions that do not exist (ids of version 7:
 -- queen_uuid_v7).  Creation goes in name order and ON CONFLICT DO NOTHING, so concurrent
 -- creators neither fail nor deadlock; the reselect is a new statement and sees the winner's
--- rows.  The partitions that exist already are left
--- to ON CONFLICT, which probes the unique index on (queue_id, name) exactly: a NOT EXISTS
--- probe before it was planned once (generic plan) as an index scan on queue_id alone with the
--- name as a filter, every new name a scan of all its queue's partitions (12 s for a push of
--- 800 new partitions into a queue of 10,000).
+-- rows.  The partitions that exist already are left to ON CONFLICT, which probes the unique
+-- index on (queue_id, name) exactly: a NOT EXISTS probe before it was planned once (generic
+-- plan) as an index scan on queue_id alone with the name as a filter, every new name a scan
+-- of all its queue's partitions (12 s for a push of 800 new partitions into a queue of
+-- 10,000).
 CREATE FUNCTION queen_resolve_partitions(p_pid uuid[], p_queue text[], p_partition text[])
 RETURNS uuid[]
 LANGUAGE plpgsql AS $$

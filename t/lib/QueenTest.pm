@@ -512,6 +512,15 @@ sub pop {
 	return $self->get($path, %p ? \%p : undef);
 }
 
+# The ids of $queue's partitions by name, from its detail (GET /api/v1/resources/queues/:q);
+# empty when the broker does not know the queue.
+sub partition_ids {
+	my ($self, $queue) = @_;
+	my ($s, $d) = $self->get('/api/v1/resources/queues/' . _seg($queue));
+	return {} unless $s == 200 && ref $d eq 'HASH';
+	return { map { $_->{name} => $_->{id} } @{ $d->{partitions} // [] } };
+}
+
 sub _seg { my $s = shift; $s =~ s/([^A-Za-z0-9_.~-])/sprintf('%%%02X', ord $1)/ge; $s }
 
 # POST /api/v1/ack/batch with the given acknowledgments (and consumerGroup when given).
