@@ -472,8 +472,13 @@ db_exec_chunks(struct dbconn *c, enum sql_id id, int chunk,
 	QASSERT(asprintf(&declare, "DECLARE queen_chunks NO SCROLL CURSOR FOR %s", s->text) > 0);
 	snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM queen_chunks", chunk);
 	/* Every row will be read: plan for all of them (hash joins over sequential scans), not
-	 * for the first tenth as a cursor is planned by default (index order, random reads). */
-	e = chunk_step(c, s->name, "BEGIN; SET LOCAL cursor_tuple_fraction = 1", NULL);
+	 * for the first tenth as a cursor is planned by default (index order, random reads).
+	 * Give the hash joins room for a million partitions' rows, which spill to temporary
+	 * files in batches at the default 4 MB, and leave out JIT compilation, whose cost the
+	 * planner's estimate of a million index probes always calls for and never repays here
+	 * (both: 8.8 s against 5.3 s for a million partitions, cursor rows included). */
+	e = chunk_step(c, s->name, "BEGIN; SET LOCAL cursor_tuple_fraction = 1; "
+		       "SET LOCAL work_mem = '64MB'; SET LOCAL jit = off", NULL);
 	if (e == QE_OK)
 		e = chunk_step(c, s->name, declare, NULL);
 	free(declare);
