@@ -442,7 +442,7 @@ sent_result(PGconn *pg)
 	return last;
 }
 
-/* One statement of db_exec_chunks, its result cleared unless wanted. */
+/* One statement of db_read_chunks, its result cleared unless wanted. */
 static enum qe
 chunk_step(struct dbconn *c, const char *name, const char *sql, PGresult **out)
 {
@@ -456,31 +456,20 @@ chunk_step(struct dbconn *c, const char *name, const char *sql, PGresult **out)
 	return e;
 }
 
-enum qe
-db_exec_chunks(struct dbconn *c, enum sql_id id, int chunk,
-	       int (*fn)(void *arg, const PGresult *rows), void *arg)
+/* Every row of statement `which` of db_read_chunks, chunk by chunk through its cursor. */
+static enum qe
+chunk_read(struct dbconn *c, const struct sql_stmt *s, int which,
+	   int (*fn)(void *arg, int which, const PGresult *rows), void *arg)
 {
-	const struct sql_stmt *s = sql_get(id);
-	char fetch[64];
-	char *declare;
+	const int chunk = DB_CHUNK_ROWS;
+	char fetch[64], *declare;
 	enum qe e;
 	int sent;
 
-	QASSERT(s->nparams == 0 && chunk > 0);
-	if (db_ensure(c) != QE_OK)
-		return QE_DB;
-	QASSERT(asprintf(&declare, "DECLARE queen_chunks NO SCROLL CURSOR FOR %s", s->text) > 0);
 	snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM queen_chunks", chunk);
-	/* Every row will be read: plan for all of them (hash joins over sequential scans), not
-	 * for the first tenth as a cursor is planned by default (index order, random reads).
-	 * Give the hash joins room for a million partitions' rows, which spill to temporary
-	 * files in batches at the default 4 MB, and leave out JIT compilation, whose cost the
-	 * planner's estimate of a million index probes always calls for and never repays here
-	 * (both: 8.8 s against 5.3 s for a million partitions, cursor rows included). */
-	e = chunk_step(c, s->name, "BEGIN; SET LOCAL cursor_tuple_fraction = 1; "
-		       "SET LOCAL work_mem = '64MB'; SET LOCAL jit = off", NULL);
-	if (e == QE_OK)
-		e = chunk_step(c, s->name, declare, NULL);
+	QASSERT(asprintf(&declare, "DECLARE queen_chunks BINARY NO SCROLL CURSOR FOR %s",
+			 s->text) > 0);
+	e = chunk_step(c, s->name, declare, NULL);
 	free(declare);
 	sent = e == QE_OK && PQsendQuery(c->pg, fetch);
 	while (e == QE_OK) {
@@ -488,23 +477,52 @@ db_exec_chunks(struct dbconn *c, enum sql_id id, int chunk,
 		int n;
 
 		if ((e = settle(c, s->name, sent ? sent_result(c->pg) : NULL, &rows, NULL)) != QE_OK)
-			break;
+			return e;	/* settle rolled back a refused step */
 		n = PQntuples(rows);
 		/* The server computes the next chunk while this one is handed over: the two
 		 * work side by side, not in turns. */
 		sent = n == chunk && PQsendQuery(c->pg, fetch);
-		if (n > 0 && !fn(arg, rows)) {
+		if (n > 0 && !fn(arg, which, rows)) {
 			/* The caller has seen enough (the broker is stopping). */
 			PQclear(rows);
 			if (sent)
 				PQclear(sent_result(c->pg));
-			chunk_step(c, s->name, "ROLLBACK", NULL);
 			return QE_SHUTDOWN;
 		}
 		PQclear(rows);
 		if (n < chunk)
-			return chunk_step(c, s->name, "COMMIT", NULL);
+			return chunk_step(c, s->name, "CLOSE queen_chunks", NULL);
 	}
+	return e;
+}
+
+enum qe
+db_read_chunks(struct dbconn *c, const enum sql_id *ids, int n,
+	       int (*fn)(void *arg, int which, const PGresult *rows), void *arg)
+{
+	enum qe e;
+
+	if (db_ensure(c) != QE_OK)
+		return QE_DB;
+	/* One snapshot for every statement (repeatable read). Every row will be read: plan for
+	 * all of them (hash joins over sequential scans), not for the first tenth as a cursor
+	 * is planned by default (index order, random reads). Give the hash joins room for a
+	 * million partitions' rows, which spill to temporary files in batches at the default
+	 * 4 MB, and leave out JIT compilation, whose cost the planner's estimate of a million
+	 * index probes always calls for and never repays here (both: 8.8 s against 5.3 s for a
+	 * million partitions, cursor rows included). */
+	e = chunk_step(c, sql_get(ids[0])->name,
+		       "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
+		       "SET LOCAL cursor_tuple_fraction = 1; SET LOCAL work_mem = '64MB'; "
+		       "SET LOCAL jit = off", NULL);
+	for (int i = 0; i < n && e == QE_OK; i++) {
+		QASSERT(sql_get(ids[i])->nparams == 0);
+		e = chunk_read(c, sql_get(ids[i]), i, fn, arg);
+	}
+	if (e == QE_OK)
+		return chunk_step(c, sql_get(ids[n - 1])->name, "COMMIT", NULL);
+	if (e == QE_SHUTDOWN)
+		chunk_step(c, sql_get(ids[0])->name, "ROLLBACK", NULL);
 	/* settle rolled back a refused step; a lost connection has no transaction left. */
 	return e;
 }

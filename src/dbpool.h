@@ -50,13 +50,20 @@ void db_rollback(struct dbconn *c);
  * (malloc'd) or NULL in *json when the value is SQL NULL. */
 enum qe db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params, char **json);
 
-/* Runs catalogued statement id (no parameters) through a cursor in a transaction of its own
- * and calls fn with each chunk of up to chunk rows as it comes: the broker holds one chunk
- * at a time, not the whole result, and each FETCH is a statement of its own under the
- * statement timeout. fn returns 1 to go on, 0 to stop there (QE_SHUTDOWN). QE_OK once every
- * row was seen; on QE_DB (logged) fn may have seen only the first chunks. */
-enum qe db_exec_chunks(struct dbconn *c, enum sql_id id, int chunk,
-		       int (*fn)(void *arg, const PGresult *rows), void *arg);
+/* Rows a FETCH of db_read_chunks brings at once: the broker holds one such chunk (about a
+ * MiB, which the socket buffers hold while the one before is loaded), not a million
+ * partitions' rows. */
+#define DB_CHUNK_ROWS 5000
+
+/* Runs catalogued statements ids[0..n) (no parameters), in that order, through cursors in a
+ * read-only transaction of their own that gives them one snapshot, and calls fn with each
+ * chunk of up to DB_CHUNK_ROWS rows as it comes, `which` the index in ids of the statement
+ * it is from. Rows are in binary format (PQfformat 1: uuid 16 bytes, bigint 8 bytes in
+ * network order, text as is). Each FETCH is a statement of its own under the statement
+ * timeout. fn returns 1 to go on, 0 to stop there (QE_SHUTDOWN). QE_OK once every row was
+ * seen; on QE_DB (logged) fn may have seen only the first chunks. */
+enum qe db_read_chunks(struct dbconn *c, const enum sql_id *ids, int n,
+		       int (*fn)(void *arg, int which, const PGresult *rows), void *arg);
 
 /* The libpq connection, or NULL when down (for LISTEN and PQsocket). */
 PGconn *db_pg(struct dbconn *c);

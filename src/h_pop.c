@@ -196,6 +196,26 @@ learn_cursors(struct pop_job *j, PGresult *res, uint64_t mark)
 	}
 }
 
+/* The group's live leases on the queue, as the database has them now (one row a lease). */
+static void
+learn_leases(struct pop_job *j, struct wk *w)
+{
+	const char *params[2] = { j->queue, j->group };
+	uint64_t mark = pidx_cursor_mark();
+	PGresult *res;
+
+	if (db_exec(w->db, SQL_GROUP_LEASES, params, &res) != QE_OK)
+		return;
+	for (int i = 0; i < PQntuples(res); i++) {
+		char pid[UUID_STR_LEN];
+
+		pgbin_uuid(res, i, 0, pid);
+		pidx_cursor_snapshot(pid, j->gh, pgbin_i64(res, i, 1), pgbin_ts_ms(res, i, 2),
+				     mark);
+	}
+	PQclear(res);
+}
+
 /* One message of a pop's rows, each row the slice of a segment: its row (the fields of its
  * partition and lease) and its elements of the row's arrays. */
 struct pop_msg {
@@ -531,6 +551,15 @@ h_pop_run(struct req *r, struct wk *w)
 			return e;
 		if (!t.refused)
 			break;
+	}
+	if (t.refused && !h_system_pops_paused()) {
+		/* Refused at every try, each further on: the group holds leases, taken through
+		 * another broker, on more partitions than the tries reached (two brokers' indexes
+		 * list a queue's partitions in the same order). Learn them all, then once more. */
+		learn_leases(j, w);
+		e = pop_once(r, j, w, &t);
+		if (e != QE_OK || t.delivered)
+			return e;
 	}
 	if (!j->wait || now_ms() >= j->deadline_ms) {
 		req_reply(r, 204, NULL, 0);

@@ -9,10 +9,9 @@
 #include "lanes.h"
 #include "log.h"
 #include "longpoll.h"
-#include "names.h"
-#include "pcrypt.h"
 #include "pindex.h"
 #include "qassert.h"
+#include "resync.h"
 #include "retention.h"
 #include "spool.h"
 #include "strbuf.h"
@@ -194,125 +193,6 @@ static _Atomic int maint_exit;
 static struct dbconn *maint_db;
 static unsigned maint_listen_serial;	/* connection serial LISTEN was issued on, 0 = none */
 
-/* Forgets the cursors the index inferred from the groups' stored starts when those changed
- * since the last resync (a subscription moved, a group was deleted, on any broker). */
-static void
-resync_subscriptions(struct dbconn *db)
-{
-	static char last[40];
-	PGresult *res;
-
-	if (db_exec(db, SQL_SUBSCRIPTIONS_SUM, NULL, &res) != QE_OK)
-		return;
-	if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), last) != 0) {
-		if (last[0])
-			pidx_forget_implied(0);
-		snprintf(last, sizeof(last), "%s", PQgetvalue(res, 0, 0));
-	}
-	PQclear(res);
-}
-
-/* The (queue, group) pairs with a stored start, as sorted hash pairs, for the index sweep:
- * a group known on a queue keeps its slots there even without a cursor row (first contact
- * writes none). */
-struct known_groups {
-	uint64_t (*pair)[2];
-	int n;
-};
-
-static int
-pair_cmp(const void *a, const void *b)
-{
-	const uint64_t *x = a, *y = b;
-
-	return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : x[1] < y[1] ? -1 : x[1] > y[1];
-}
-
-static int
-group_known(void *arg, const char *queue, uint64_t gh)
-{
-	struct known_groups *k = arg;
-	uint64_t key[2] = { pidx_group_hash(queue), gh };
-
-	/* Queue mode has no stored start: its slots go only with their partitions. */
-	return gh == pidx_group_hash(QUEUE_MODE) ||
-	       bsearch(key, k->pair, (size_t)k->n, sizeof(k->pair[0]), pair_cmp) != NULL;
-}
-
-/* Rows of the index snapshot a FETCH brings at once: the broker holds one such chunk (about a
- * MiB, which the socket buffers hold while the one before is loaded), not a million
- * partitions' rows. */
-#define SNAPSHOT_CHUNK 5000
-
-struct snapshot_load {
-	struct pidx_sweep sw;
-	int advanced;
-};
-
-/* One chunk of the snapshot into the index; then the tables grow to the partitions known,
- * so that a start-up load of a million does not walk ever longer bucket chains. A broker
- * that is stopping stops here: the rest of a reload is of no use to it. */
-static int
-load_rows(void *arg, const PGresult *res)
-{
-	struct snapshot_load *ld = arg;
-
-	for (int i = 0; i < PQntuples(res); i++) {
-		struct pidx_row row = {
-			.queue_id = PQgetvalue(res, i, 0), .queue = PQgetvalue(res, i, 1),
-			.ns = PQgetvalue(res, i, 2), .task = PQgetvalue(res, i, 3),
-			.pid = PQgetvalue(res, i, 4), .partition = PQgetvalue(res, i, 5),
-			.log_end = atoll(PQgetvalue(res, i, 6)),
-			.group = PQgetisnull(res, i, 7) ? NULL : PQgetvalue(res, i, 7),
-			.committed = atoll(PQgetvalue(res, i, 8)),
-			.lease_until = PQgetisnull(res, i, 9) ? 0 : atoll(PQgetvalue(res, i, 9)),
-		};
-
-		ld->advanced += pidx_sweep_row(&ld->sw, &row);
-	}
-	pidx_fit();
-	return !atomic_load(&maint_exit);
-}
-
-/* Reloads every partition and cursor, and drops from the index what the database no longer
- * has; returns how many partitions advanced, or -1. */
-static int
-resync(struct dbconn *db)
-{
-	PGresult *res;
-	struct snapshot_load ld = { .sw = pidx_sweep_begin() };
-	struct known_groups known;
-	uint64_t t0;
-	long nq, np, ng, nb;
-
-	resync_subscriptions(db);
-
-	if (db_exec_chunks(db, SQL_INDEX_SNAPSHOT, SNAPSHOT_CHUNK, load_rows, &ld) != QE_OK)
-		return -1;
-	/* After the snapshot: a group that got its stored start meanwhile is known too. */
-	if (db_exec(db, SQL_INDEX_GROUPS, NULL, &res) == QE_OK) {
-		known.n = PQntuples(res);
-		known.pair = malloc(((size_t)known.n + 1) * sizeof(known.pair[0]));
-		QASSERT(known.pair != NULL);
-		for (int i = 0; i < known.n; i++) {
-			known.pair[i][0] = pidx_group_hash(PQgetvalue(res, i, 0));
-			known.pair[i][1] = pidx_group_hash(PQgetvalue(res, i, 1));
-		}
-		PQclear(res);
-		qsort(known.pair, (size_t)known.n, sizeof(known.pair[0]), pair_cmp);
-		t0 = now_us();
-		pidx_sweep_end(&ld.sw, group_known, &known);
-		pidx_size(&nq, &np, &ng, &nb);
-		log_debug("index sweep: %lld us, %ld queues, %ld partitions, %ld group slots in "
-			  "%ld more blocks left", (long long)(now_us() - t0), nq, np, ng, nb);
-		free(known.pair);
-	}
-	/* Configures on other brokers reach the encrypted-queue cache here too (after the
-	 * index: nothing waits on this one). */
-	pcrypt_refresh(db);
-	return ld.advanced;
-}
-
 /* Applies one notification payload "pid:log_end,..." or "*". Returns 1 when a resync is
  * needed. */
 static int
@@ -358,7 +238,7 @@ ensure_listening(void)
 		maint_listen_serial = db_serial(maint_db);
 		lanes_warm();
 		/* Anything committed while we were not listening is found by a resync. */
-		if (resync(maint_db) > 0)
+		if (resync_run(maint_db, &maint_exit) > 0)
 			lp_wake_all();
 	}
 }
@@ -452,7 +332,7 @@ maint_main(void *arg)
 				rc.asked |= apply_notify(n->extra);
 			PQfreemem(n);
 		}
-		pidx_fit();
+		pidx_fit(0);
 		for (struct maint_task *t = maint_tasks; t->name; t++) {
 			if (now_ms() < t->next_ms)
 				continue;
@@ -462,7 +342,7 @@ maint_main(void *arg)
 		if ((rc.asked && now_ms() >= rc.next_asked) || now_ms() >= rc.next) {
 			int64_t t0 = now_ms();
 
-			if (resync(maint_db) > 0)
+			if (resync_run(maint_db, &maint_exit) > 0)
 				lp_wake_all();
 			resync_ran(&rc, now_ms() - t0);
 		}
@@ -477,7 +357,7 @@ maint_initial_sync(void)
 	int rc;
 
 	maint_db = db_new(-1);
-	rc = resync(maint_db) < 0 ? -1 : 0;
+	rc = resync_run(maint_db, &maint_exit) < 0 ? -1 : 0;
 	return rc;
 }
 

@@ -165,6 +165,13 @@ pid_key_hash(struct pid_key *k)
 	k->h = siphash24(pidx_key, k->b, sizeof(k->b));
 }
 
+static void
+pid_key_bytes(const uint8_t b[16], struct pid_key *k)
+{
+	memcpy(k->b, b, sizeof(k->b));
+	pid_key_hash(k);
+}
+
 static int
 pid_key(const char *pid, struct pid_key *k)
 {
@@ -215,11 +222,13 @@ pidx_init(void)
 }
 
 void
-pidx_fit(void)
+pidx_fit(long expect)
 {
-	unsigned long want = pidx_buckets;
+	unsigned long want = pidx_buckets, n = (unsigned long)atomic_load(&pidx_n_parts);
 
-	while (want < (unsigned long)atomic_load(&pidx_n_parts))
+	if (expect > 0 && (unsigned long)expect > n)
+		n = (unsigned long)expect;
+	while (want < n)
 		want <<= 1;
 	if (want == pidx_buckets)
 		return;
@@ -342,16 +351,23 @@ find_queue(const char *name)
 	return n ? caa_container_of(n, struct pq_queue, node) : NULL;
 }
 
+/* h: hash_pair(queue, name). */
 static struct pq_part *
-find_part(const char *queue, const char *name)
+find_part_h(const char *queue, const char *name, uint64_t h)
 {
 	struct pkey k = { queue, name };
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *n;
 
-	cds_lfht_lookup(ht_parts, hash_pair(queue, name), match_part, &k, &it);
+	cds_lfht_lookup(ht_parts, h, match_part, &k, &it);
 	n = cds_lfht_iter_get_node(&it);
 	return n ? caa_container_of(n, struct pq_part, by_name) : NULL;
+}
+
+static struct pq_part *
+find_part(const char *queue, const char *name)
+{
+	return find_part_h(queue, name, hash_pair(queue, name));
 }
 
 static struct pq_part *
@@ -495,18 +511,15 @@ drop_parts(struct pq_queue *q, const unsigned char *drop)
 }
 
 /* A partition name of q learned under a new id belongs to a new incarnation of the queue
- * (deleted and created again, maybe on another broker): the old partition is dropped, so
- * that no lookup serves its id. */
+ * (deleted and created again, maybe on another broker): the old partition, found by that
+ * name, is dropped, so that no lookup serves its id. */
 static void
-drop_stale_name(struct pq_queue *q, const char *queue, const char *partition)
+drop_stale_name(struct pq_queue *q, struct pq_part *old)
 {
-	struct pq_part *old = find_part(queue, partition);
 	struct pq_parts *parts = q->parts;
 	size_t len = parts_len(parts);
 	unsigned char *drop;
 
-	if (!old)
-		return;
 	drop = calloc(len ? len : 1, 1);
 	QASSERT(drop != NULL);
 	for (size_t i = 0; i < len; i++)
@@ -531,10 +544,68 @@ labels_differ(struct pq_queue *q, const char *ns, const char *task)
 			      strcmp(rcu_dereference(q->task), task) != 0);
 }
 
-/* pidx_learn; as_of > 0: the row comes from the snapshot of resync as_of, and is left out
- * when a partition of the same name was learned since that resync began (a queue created
- * again after the snapshot) or this broker deleted its queue since: it must not bring the
- * old incarnation back. */
+/* The partition of key, added to the index when new, its log end raised to log_end: the
+ * core of pidx_learn, under pidx_write_mu and a read-side section. as_of > 0: the row comes
+ * from the snapshot of resync as_of, and is left out (NULL) when a partition of the same
+ * name was learned since that resync began (a queue created again after the snapshot) or
+ * this broker deleted its queue since: it must not bring the old incarnation back. */
+static struct pq_part *
+add_part(const char *queue_id, const char *queue, const char *ns, const char *task,
+	 const struct pid_key *key, const char *partition, int64_t log_end, uint64_t as_of)
+{
+	struct pq_part *p = find_key(key), *named;
+	struct pq_queue *q;
+	struct pq_parts *old, *grown;
+	size_t nlen, len;
+	uint64_t h;
+
+	if (p) {
+		atomic_max(&p->log_end, log_end);
+		return p;
+	}
+	h = hash_pair(queue, partition);
+	named = find_part_h(queue, partition, h);
+	/* The tombstone is asked under the write lock, which a delete takes only after laying
+	 * it: the delete has either been seen here or comes after, and then takes this
+	 * partition out with the others. */
+	if (as_of > 0 && ((named && born_since(named->born, as_of)) ||
+			  (pidx_sweep_buried(queue, NULL) & BURIED_QUEUE)))
+		return NULL;
+	q = get_queue(queue_id, queue, ns, task);
+	if (named)
+		drop_stale_name(q, named);
+	old = q->parts;
+	nlen = strlen(partition) + 1;
+	p = calloc(1, sizeof(*p) + nlen);
+	QASSERT(p != NULL);
+	memcpy(p->id, key->b, sizeof(p->id));
+	memcpy(p->name, partition, nlen);
+	p->q = q;
+	p->born = (uint32_t)atomic_load(&sweep_gen);
+	atomic_store(&p->log_end, log_end);
+	cds_lfht_add(ht_ids, key->h, &p->by_id);
+	atomic_fetch_add(&pidx_n_parts, 1);
+	cds_lfht_add(ht_parts, h, &p->by_name);
+	len = parts_len(old);
+	if (len < old->cap) {
+		old->p[len] = p;
+		atomic_store_explicit(&old->n, len + 1, memory_order_release);
+	} else {
+		size_t cap = old->cap ? 2 * old->cap : 8;
+
+		grown = malloc(sizeof(*grown) + cap * sizeof(grown->p[0]));
+		QASSERT(grown != NULL);
+		grown->cap = cap;
+		memcpy(grown->p, old->p, len * sizeof(old->p[0]));
+		grown->p[len] = p;
+		atomic_store_explicit(&grown->n, len + 1, memory_order_relaxed);
+		rcu_assign_pointer(q->parts, grown);
+		urcu_memb_call_rcu(&old->rcu, free_parts_rcu);
+	}
+	return p;
+}
+
+/* pidx_learn, as_of as for add_part. */
 static void
 learn(const char *queue_id, const char *queue, const char *ns, const char *task,
       const struct pid_key *key, const char *partition, int64_t log_end, uint64_t as_of)
@@ -552,58 +623,8 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 
 	pthread_mutex_lock(&pidx_write_mu);
 	urcu_memb_read_lock();
-	p = find_key(key);
-	if (!p && as_of > 0) {
-		struct pq_part *named = find_part(queue, partition);
-
-		/* The tombstone is asked under the write lock, which a delete takes only after
-		 * laying it: the delete has either been seen here or comes after, and then takes
-		 * this partition out with the others. */
-		if ((named && born_since(named->born, as_of)) ||
-		    (pidx_sweep_buried(queue, NULL) & BURIED_QUEUE)) {
-			urcu_memb_read_unlock();
-			pthread_mutex_unlock(&pidx_write_mu);
-			return;
-		}
-	}
-	if (!p) {
-		struct pq_queue *q = get_queue(queue_id, queue, ns, task);
-		struct pq_parts *old, *grown;
-		size_t nlen = strlen(partition) + 1;
-
-		drop_stale_name(q, queue, partition);
-		old = q->parts;
-		p = calloc(1, sizeof(*p) + nlen);
-		QASSERT(p != NULL);
-		memcpy(p->id, key->b, sizeof(p->id));
-		memcpy(p->name, partition, nlen);
-		p->q = q;
-		p->born = (uint32_t)atomic_load(&sweep_gen);
-		atomic_store(&p->log_end, log_end);
-		cds_lfht_add(ht_ids, key->h, &p->by_id);
-		atomic_fetch_add(&pidx_n_parts, 1);
-		cds_lfht_add(ht_parts, hash_pair(queue, partition), &p->by_name);
-		size_t len = parts_len(old);
-
-		if (len < old->cap) {
-			old->p[len] = p;
-			atomic_store_explicit(&old->n, len + 1, memory_order_release);
-		} else {
-			size_t cap = old->cap ? 2 * old->cap : 8;
-
-			grown = malloc(sizeof(*grown) + cap * sizeof(grown->p[0]));
-			QASSERT(grown != NULL);
-			grown->cap = cap;
-			memcpy(grown->p, old->p, len * sizeof(old->p[0]));
-			grown->p[len] = p;
-			atomic_store_explicit(&grown->n, len + 1, memory_order_relaxed);
-			rcu_assign_pointer(q->parts, grown);
-			urcu_memb_call_rcu(&old->rcu, free_parts_rcu);
-		}
-	} else {
-		atomic_max(&p->log_end, log_end);
-	}
-	if (labels_differ(p->q, ns, task)) {
+	p = add_part(queue_id, queue, ns, task, key, partition, log_end, as_of);
+	if (p && labels_differ(p->q, ns, task)) {
 		/* Labels change only by configure; keep the old strings for readers (leak-free:
 		 * they are replaced under the write lock and freed after a grace period). */
 		struct pq_queue *q = p->q;
@@ -1080,35 +1101,61 @@ pidx_sweep_begin(void)
 }
 
 int
-pidx_sweep_row(const struct pidx_sweep *sw, const struct pidx_row *row)
+pidx_sweep_partition(const struct pidx_sweep *sw, const struct pidx_part_row *row)
 {
-	int buried = pidx_sweep_buried(row->queue, row->group), advanced, slot_made = 0;
 	struct pq_part *p;
 	struct pid_key key;
+	int advanced;
 
-	if ((buried & BURIED_QUEUE) || !pid_key(row->pid, &key))
+	if (pidx_sweep_buried(row->queue, NULL) & BURIED_QUEUE)
 		return 0;
+	pid_key_bytes(row->pid, &key);
 	urcu_memb_read_lock();
 	p = find_key(&key);
 	advanced = !p || atomic_max(&p->log_end, row->log_end);
-	if (!p || labels_differ(p->q, row->ns, row->task)) {
-		/* New, or its queue relabelled by a configure: under the write lock. */
+	if (!p) {
+		/* New: added under the write lock, and kept by the read-side section after it
+		 * (a start-up load adds a million, each looked up once by id and once by name). */
+		urcu_memb_read_unlock();
+		pthread_mutex_lock(&pidx_write_mu);
+		urcu_memb_read_lock();
+		p = add_part(row->queue_id, row->queue, row->ns, row->task, &key, row->partition,
+			     row->log_end, sw->gen);
+		pthread_mutex_unlock(&pidx_write_mu);
+	} else if (labels_differ(p->q, row->ns, row->task)) {
+		/* Its queue relabelled by a configure. */
 		urcu_memb_read_unlock();
 		learn(row->queue_id, row->queue, row->ns, row->task, &key, row->partition,
 		      row->log_end, sw->gen);
 		urcu_memb_read_lock();
 		p = find_key(&key);
 	}
-	if (p) {
+	if (p)
 		atomic_store(&p->seen, (uint32_t)sw->gen);
-		if (row->group && !(buried & BURIED_GROUP)) {
-			struct gslot *s = find_slot(p, pidx_group_hash(row->group), 1);
+	urcu_memb_read_unlock();
+	return advanced;
+}
 
-			if (s) {
-				slot_set(s, row->committed, row->lease_until, 0, sw->mark, 0);
-				atomic_store(&s->seen, (uint32_t)sw->gen);
-				slot_made = 1;
-			}
+void
+pidx_sweep_cursor(const struct pidx_sweep *sw, const struct pidx_cursor_row *row)
+{
+	uint64_t gh = pidx_group_hash(row->group);
+	struct pq_part *p;
+	struct pid_key key;
+	int slot_made = 0;
+
+	if (pidx_sweep_buried(row->queue, row->group))
+		return;
+	pid_key_bytes(row->pid, &key);
+	urcu_memb_read_lock();
+	p = find_key(&key);
+	if (p) {
+		struct gslot *s = find_slot(p, gh, 1);
+
+		if (s) {
+			slot_set(s, row->committed, row->lease_until, 0, sw->mark, 0);
+			atomic_store(&s->seen, (uint32_t)sw->gen);
+			slot_made = 1;
 		}
 	}
 	urcu_memb_read_unlock();
@@ -1116,8 +1163,7 @@ pidx_sweep_row(const struct pidx_sweep *sw, const struct pidx_row *row)
 	 * delete that laid it since may have emptied the slots before this one came back.
 	 * Asked again now, either it is there, or the delete's own sweep comes after the slot. */
 	if (slot_made && (pidx_sweep_buried(row->queue, row->group) & BURIED_GROUP))
-		pidx_forget_group(row->queue, pidx_group_hash(row->group));
-	return advanced;
+		pidx_forget_group(row->queue, gh);
 }
 
 /* The slots of p whose group the sweep found nowhere: no cursor row in the snapshot, no

@@ -73,10 +73,10 @@ void pidx_forget_queue(const char *queue);
  * the next groups; its next pop there goes to SQL, as a first contact. Waits for a grace
  * period: not on a hot path. */
 void pidx_forget_group(const char *queue, uint64_t group_hash);
-/* Grows the partition tables to the partitions known (one bucket each, a power of two):
- * called by one thread at a time (the start-up load, then the maintenance thread), outside
- * any read-side critical section. */
-void pidx_fit(void);
+/* Grows the partition tables to the partitions known, or to `expect` when more are about to
+ * be loaded (one bucket each, a power of two): called by one thread at a time (the start-up
+ * load, then the maintenance thread), outside any read-side critical section. */
+void pidx_fit(long expect);
 
 /* What the index holds now: queues, partitions, group slots in use, and blocks of 4 slots
  * beyond the first block of each partition (which holds one slot). */
@@ -84,26 +84,36 @@ void pidx_size(long *queues, long *partitions, long *group_slots, long *slot_blo
 
 /* A resync against a database snapshot, so that the index follows what exists (queues
  * deleted and groups deleted on other brokers): pidx_sweep_begin before the snapshot's
- * query, pidx_sweep_row for every row of it, then pidx_sweep_end, which removes the
- * partitions the snapshot did not have (but not those added since it began) and empties the
- * slots of groups that have no cursor row in it, no live update since it began, and that
- * group_known (stored starts, asked after the snapshot) does not know on the queue. Called
- * by one thread at a time. */
+ * queries, pidx_sweep_partition for every partition of it, then pidx_sweep_cursor for every
+ * cursor, then pidx_sweep_end, which removes the partitions the snapshot did not have (but
+ * not those added since it began) and empties the slots of groups that have no cursor row
+ * in it, no live update since it began, and that group_known (stored starts, asked after
+ * the snapshot) does not know on the queue. Called by one thread at a time. */
 struct pidx_sweep {
 	uint64_t gen, mark;
 };
-/* A row of the snapshot: a partition, and one group's cursor on it (group NULL: none). */
-struct pidx_row {
-	const char *queue_id, *queue, *ns, *task, *pid, *partition, *group;
-	int64_t log_end, committed, lease_until;
+/* A partition of the snapshot. */
+struct pidx_part_row {
+	const char *queue_id, *queue, *ns, *task, *partition;
+	const uint8_t *pid;		/* its id's 16 bytes */
+	int64_t log_end;
+};
+/* A group's cursor on a partition of the snapshot. */
+struct pidx_cursor_row {
+	const char *queue, *group;
+	const uint8_t *pid;
+	int64_t committed, lease_until;
 };
 struct pidx_sweep pidx_sweep_begin(void);
-/* Learns the row's partition and cursor (a cursor updated live since the sweep began keeps
- * its newer state) and marks both seen. Leaves out what this broker deleted since the sweep
- * began, and never replaces a partition of the same name learned since (a queue created
- * again): the snapshot may predate either. Returns 1 when the partition was unknown or its
- * log end grew. */
-int pidx_sweep_row(const struct pidx_sweep *sw, const struct pidx_row *row);
+/* Learns the partition and marks it seen. Leaves out what this broker deleted since the
+ * sweep began, and never replaces a partition of the same name learned since (a queue
+ * created again): the snapshot may predate either. Returns 1 when the partition was unknown
+ * or its log end grew. */
+int pidx_sweep_partition(const struct pidx_sweep *sw, const struct pidx_part_row *row);
+/* Learns the cursor of a partition the index holds (a cursor updated live since the sweep
+ * began keeps its newer state) and marks it seen; leaves out a group this broker deleted
+ * since. */
+void pidx_sweep_cursor(const struct pidx_sweep *sw, const struct pidx_cursor_row *row);
 void pidx_sweep_end(const struct pidx_sweep *sw,
 		    int (*group_known)(void *arg, const char *queue, uint64_t group_hash),
 		    void *arg);

@@ -38,6 +38,9 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed, n "
 		"FROM queen_ack_known($1::text[], $2::uuid[], $3::uuid[], $4::bigint[], "
 		"$5::bigint[], $6::int[])", 6 },
+	[SQL_GROUP_LEASES] = { "group_leases",
+		"SELECT partition_id, committed, lease_expires_at FROM queen_group_leases($1, $2)",
+		2, 1 },
 	[SQL_EXTEND] = { "extend",
 		"SELECT renewed, to_char(expires_at AT TIME ZONE 'UTC', "
 		"'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM queen_extend($1::uuid, $2::int)", 2 },
@@ -50,11 +53,20 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"SELECT queen_dlq_list($1, $2, $3::int, $4::int)::text", 4 },
 	[SQL_ENCRYPTED_QUEUES] = { "encrypted_queues",
 		"SELECT name FROM queen_queues WHERE encryption_enabled", 0 },
-	[SQL_INDEX_SNAPSHOT] = { "index_snapshot",
-		"SELECT queue_id, queue_name, namespace, task, partition_id, partition_name, "
-		"log_end, group_name, committed, "
-		"(extract(epoch FROM lease_expires_at) * 1000)::bigint "
-		"FROM queen_index_snapshot()", 0 },
+	/* The index snapshot (db_read_chunks: binary rows, one snapshot). */
+	[SQL_INDEX_QUEUES] = { "index_queues",
+		"SELECT id, name, namespace, task FROM queen_queues", 0 },
+	[SQL_INDEX_PARTITIONS] = { "index_partitions",
+		"SELECT queue_id, partition_id, partition_name, log_end "
+		"FROM queen_snapshot_partitions()", 0 },
+	[SQL_INDEX_CURSORS] = { "index_cursors",
+		"SELECT queue_id, partition_id, group_name, committed, lease_expires_at "
+		"FROM queen_snapshot_cursors()", 0 },
+	/* The planner's count, kept by autovacuum and by the broker's own analyses (-1 before
+	 * the first): a sizing hint, never a promise. */
+	[SQL_PARTITIONS_ESTIMATE] = { "partitions_estimate",
+		"SELECT greatest(reltuples, 0)::bigint FROM pg_class "
+		"WHERE oid = 'queen_partitions'::regclass", 0 },
 	[SQL_SUBSCRIPTIONS_SUM] = { "subscriptions_sum",
 		"SELECT queen_subscriptions_sum()", 0 },
 	[SQL_INDEX_GROUPS] = { "index_groups",

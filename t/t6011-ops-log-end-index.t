@@ -47,8 +47,9 @@ like($plan, qr/Heap Fetches: 0/, 'without fetching the segment') or diag($plan);
 # A broker started now loads these log ends into its index and serves every message.
 $q->stop;
 $q = start_queend();
-my %ends = map { split /\|/ } split /\n/, $pg->psql("SELECT partition_name, log_end " .
-	"FROM queen_index_snapshot() WHERE queue_name = 'le'");
+my %ends = map { split /\|/ } split /\n/, $pg->psql("SELECT s.partition_name, s.log_end " .
+	"FROM queen_snapshot_partitions() s JOIN queen_queues q ON q.id = s.queue_id " .
+	"WHERE q.name = 'le'");
 is_deeply(\%ends, { p1 => 4, p2 => 9, p3 => 14 }, 'the snapshot gives each log end');
 my ($s, $b) = $q->pop('le', batch => 100, autopilot => 'true', autoAck => 'true');
 is($s, 200, 'a restarted broker pops the queue');

@@ -546,6 +546,22 @@ BEGIN
 END
 $$;
 
+-- The live leases of group p_group (NULL: queue mode) on queue p_queue: a pop whose
+-- candidates SQL refused at every try, leased through another broker beyond where the
+-- tries reached, learns them all at once and offers the others.  Read through the partial
+-- index of leases held now (on any queue), not the queue's partitions: as many rows as
+-- there are leases, whatever the queue's size.
+CREATE FUNCTION queen_group_leases(p_queue text, p_group text)
+RETURNS TABLE (partition_id uuid, committed bigint, lease_expires_at timestamptz)
+LANGUAGE sql STABLE AS $$
+	SELECT c.partition_id, greatest(c.committed, p.log_start - 1), c.lease_expires_at
+	FROM queen_cursors c
+	JOIN queen_partitions p ON p.id = c.partition_id
+	JOIN queen_queues q ON q.id = p.queue_id
+	WHERE c.lease_id IS NOT NULL AND c.lease_expires_at > now()
+	  AND c.group_name = coalesce(p_group, '__QUEUE_MODE__') AND q.name = p_queue
+$$;
+
 -- Lease extend (SPEC.md 7): every live lease held by p_lease, expiry never shortened, expired
 -- leases not revived.  Rows are locked in (partition, group) order, as ack does.
 CREATE FUNCTION queen_extend(p_lease uuid, p_seconds int)

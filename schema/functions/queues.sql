@@ -225,21 +225,27 @@ BEGIN
 END
 $$;
 
--- The broker's partition index, rebuilt from here: one row per (partition, cursor), group
--- columns NULL for a partition no group has read.
-CREATE FUNCTION queen_index_snapshot()
-RETURNS TABLE (queue_id uuid, queue_name text, namespace text, task text, partition_id uuid,
-	       partition_name text, log_end bigint, last_created_at timestamptz, group_name text,
-	       committed bigint, lease_expires_at timestamptz)
+-- The broker's partition index is rebuilt from the queues, then these two, read in one
+-- snapshot (src/maint.c): every partition with its log end, then every cursor. A
+-- partition's row names its queue by id only: the queue's name and labels come once, not a
+-- million times.
+CREATE FUNCTION queen_snapshot_partitions()
+RETURNS TABLE (queue_id uuid, partition_id uuid, partition_name text, log_end bigint)
 LANGUAGE sql STABLE AS $$
-	SELECT q.id, q.name, q.namespace, q.task, p.id, p.name, pl.next_offset - 1,
-	       pl.last_created_at, c.group_name,
+	SELECT p.queue_id, p.id, p.name, pl.next_offset - 1
+	FROM queen_partitions p
+	CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+$$;
+
+CREATE FUNCTION queen_snapshot_cursors()
+RETURNS TABLE (queue_id uuid, partition_id uuid, group_name text, committed bigint,
+	       lease_expires_at timestamptz)
+LANGUAGE sql STABLE AS $$
+	SELECT p.queue_id, c.partition_id, c.group_name,
 	       greatest(c.committed, p.log_start - 1),	-- below the log start = at it
 	       c.lease_expires_at
-	FROM queen_queues q
-	JOIN queen_partitions p ON p.queue_id = q.id
-	CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
-	LEFT JOIN queen_cursors c ON c.partition_id = p.id
+	FROM queen_cursors c
+	JOIN queen_partitions p ON p.id = c.partition_id
 $$;
 
 -- A digest of every group's stored start: the index resync compares it with the last one

@@ -1,0 +1,239 @@
+/* resync: the partition index reloaded from a snapshot of the database (at start-up, then
+ * now and then, and when another broker names a partition this one does not know): the
+ * queues, every partition with its log end, every cursor, read in one snapshot and swept
+ * into the index, which then drops what the database no longer has. */
+#include "resync.h"
+#include "http.h"
+#include "log.h"
+#include "names.h"
+#include "pcrypt.h"
+#include "pgbin.h"
+#include "pindex.h"
+#include "qassert.h"
+#include "sqlstmt.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Forgets the cursors the index inferred from the groups' stored starts when those changed
+ * since the last resync (a subscription moved, a group was deleted, on any broker). */
+static void
+resync_subscriptions(struct dbconn *db)
+{
+	static char last[40];
+	PGresult *res;
+
+	if (db_exec(db, SQL_SUBSCRIPTIONS_SUM, NULL, &res) != QE_OK)
+		return;
+	if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), last) != 0) {
+		if (last[0])
+			pidx_forget_implied(0);
+		snprintf(last, sizeof(last), "%s", PQgetvalue(res, 0, 0));
+	}
+	PQclear(res);
+}
+
+/* The (queue, group) pairs with a stored start, as sorted hash pairs, for the index sweep:
+ * a group known on a queue keeps its slots there even without a cursor row (first contact
+ * writes none). */
+struct known_groups {
+	uint64_t (*pair)[2];
+	int n;
+};
+
+static int
+pair_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static int
+group_known(void *arg, const char *queue, uint64_t gh)
+{
+	struct known_groups *k = arg;
+	uint64_t key[2] = { pidx_group_hash(queue), gh };
+
+	/* Queue mode has no stored start: its slots go only with their partitions. */
+	return gh == pidx_group_hash(QUEUE_MODE) ||
+	       bsearch(key, k->pair, (size_t)k->n, sizeof(k->pair[0]), pair_cmp) != NULL;
+}
+
+/* The queues of the snapshot, by id: a partition's row names its queue by id only. */
+struct snap_queue {
+	uint8_t id[16];
+	char id_text[UUID_STR_LEN];
+	char *name, *ns, *task;
+};
+
+struct snapshot_load {
+	struct pidx_sweep sw;
+	const _Atomic int *stop;
+	int advanced;
+	struct snap_queue *q;
+	size_t nq, cap;
+	int sorted;
+};
+
+static int
+queue_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct snap_queue *)a)->id, ((const struct snap_queue *)b)->id, 16);
+}
+
+static char *
+dup(const char *s)
+{
+	char *d = strdup(s);
+
+	QASSERT(d != NULL);
+	return d;
+}
+
+static void
+load_queues(struct snapshot_load *ld, const PGresult *res)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		const uint8_t *id = pgbin_uuid_bytes(res, i, 0);
+		struct snap_queue *q;
+
+		if (!id)
+			continue;
+		if (ld->nq == ld->cap) {
+			ld->cap = ld->cap ? 2 * ld->cap : 64;
+			ld->q = realloc(ld->q, ld->cap * sizeof(ld->q[0]));
+			QASSERT(ld->q != NULL);
+		}
+		q = &ld->q[ld->nq++];
+		memcpy(q->id, id, 16);
+		uuid_format(id, q->id_text);
+		q->name = dup(PQgetvalue(res, i, 1));
+		q->ns = dup(PQgetvalue(res, i, 2));
+		q->task = dup(PQgetvalue(res, i, 3));
+	}
+}
+
+/* The queue of column col of row i, or NULL (a row without one cannot be: the snapshot has
+ * every queue its partitions name). */
+static const struct snap_queue *
+row_queue(struct snapshot_load *ld, const PGresult *res, int i, int col)
+{
+	const uint8_t *id = pgbin_uuid_bytes(res, i, col);
+	struct snap_queue key;
+
+	if (!id)
+		return NULL;
+	if (!ld->sorted) {
+		qsort(ld->q, ld->nq, sizeof(ld->q[0]), queue_cmp);
+		ld->sorted = 1;
+	}
+	memcpy(key.id, id, 16);
+	return bsearch(&key, ld->q, ld->nq, sizeof(ld->q[0]), queue_cmp);
+}
+
+static void
+load_partitions(struct snapshot_load *ld, const PGresult *res)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		const struct snap_queue *q = row_queue(ld, res, i, 0);
+		struct pidx_part_row row = { .pid = pgbin_uuid_bytes(res, i, 1) };
+
+		if (!q || !row.pid)
+			continue;
+		row.queue_id = q->id_text;
+		row.queue = q->name;
+		row.ns = q->ns;
+		row.task = q->task;
+		row.partition = PQgetvalue(res, i, 2);
+		row.log_end = pgbin_i64(res, i, 3);
+		ld->advanced += pidx_sweep_partition(&ld->sw, &row);
+	}
+}
+
+static void
+load_cursors(struct snapshot_load *ld, const PGresult *res)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		const struct snap_queue *q = row_queue(ld, res, i, 0);
+		struct pidx_cursor_row row = { .pid = pgbin_uuid_bytes(res, i, 1) };
+
+		if (!q || !row.pid)
+			continue;
+		row.queue = q->name;
+		row.group = PQgetvalue(res, i, 2);
+		row.committed = pgbin_i64(res, i, 3);
+		row.lease_until = PQgetisnull(res, i, 4) ? 0 : pgbin_ts_ms(res, i, 4);
+		pidx_sweep_cursor(&ld->sw, &row);
+	}
+}
+
+/* One chunk of the snapshot into the index; then the tables grow to the partitions known,
+ * should the estimate they were sized for be short. A broker that is stopping stops here:
+ * the rest of a reload is of no use to it. */
+static int
+load_rows(void *arg, int which, const PGresult *res)
+{
+	static void (*const load[])(struct snapshot_load *, const PGresult *) = {
+		load_queues, load_partitions, load_cursors,
+	};
+	struct snapshot_load *ld = arg;
+
+	load[which](ld, res);
+	pidx_fit(0);
+	return !atomic_load(ld->stop);
+}
+
+int
+resync_run(struct dbconn *db, const _Atomic int *stop)
+{
+	static const enum sql_id snapshot[] = {
+		SQL_INDEX_QUEUES, SQL_INDEX_PARTITIONS, SQL_INDEX_CURSORS,
+	};
+	PGresult *res;
+	struct snapshot_load ld = { .sw = pidx_sweep_begin(), .stop = stop };
+	struct known_groups known;
+	uint64_t t0;
+	long nq, np, ng, nb;
+	enum qe e;
+
+	resync_subscriptions(db);
+	/* Tables sized for what is about to load: grown in steps during the load, they were
+	 * rehashed four times over on the way to a million partitions. */
+	if (db_exec(db, SQL_PARTITIONS_ESTIMATE, NULL, &res) == QE_OK) {
+		pidx_fit(atoll(PQgetvalue(res, 0, 0)));
+		PQclear(res);
+	}
+	e = db_read_chunks(db, snapshot, 3, load_rows, &ld);
+	for (size_t i = 0; i < ld.nq; i++) {
+		free(ld.q[i].name);
+		free(ld.q[i].ns);
+		free(ld.q[i].task);
+	}
+	free(ld.q);
+	if (e != QE_OK)
+		return -1;
+	/* After the snapshot: a group that got its stored start meanwhile is known too. */
+	if (db_exec(db, SQL_INDEX_GROUPS, NULL, &res) == QE_OK) {
+		known.n = PQntuples(res);
+		known.pair = malloc(((size_t)known.n + 1) * sizeof(known.pair[0]));
+		QASSERT(known.pair != NULL);
+		for (int i = 0; i < known.n; i++) {
+			known.pair[i][0] = pidx_group_hash(PQgetvalue(res, i, 0));
+			known.pair[i][1] = pidx_group_hash(PQgetvalue(res, i, 1));
+		}
+		PQclear(res);
+		qsort(known.pair, (size_t)known.n, sizeof(known.pair[0]), pair_cmp);
+		t0 = now_us();
+		pidx_sweep_end(&ld.sw, group_known, &known);
+		pidx_size(&nq, &np, &ng, &nb);
+		log_debug("index sweep: %lld us, %ld queues, %ld partitions, %ld group slots in "
+			  "%ld more blocks left", (long long)(now_us() - t0), nq, np, ng, nb);
+		free(known.pair);
+	}
+	/* Configures on other brokers reach the encrypted-queue cache here too (after the
+	 * index: nothing waits on this one). */
+	pcrypt_refresh(db);
+	return ld.advanced;
+}
