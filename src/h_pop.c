@@ -284,15 +284,19 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	char pid[UUID_STR_LEN], at[PGBIN_ISO_LEN];
 	const uint8_t *raw;
 	struct pop_msg *m;
-	size_t bytes = 512;
+	size_t bytes = 512, names = 0;
 	int n, row;
 	const char **txns;
 	int64_t *offs;
 	int64_t now = wall_ms(), until = 0;
 
-	for (int i = 0; i < PQntuples(res); i++)
+	for (int i = 0; i < PQntuples(res); i++) {
+		size_t here = (size_t)PQgetlength(res, i, 1) + (size_t)PQgetlength(res, i, 2);
+
 		for (int k = 0; k < PQnfields(res); k++)
 			bytes += (size_t)PQgetlength(res, i, k);
+		names = here > names ? here : names;
+	}
 	n = pop_messages(res, &m);
 	txns = malloc(sizeof(*txns) * (size_t)(n ? n : 1));
 	offs = malloc(sizeof(*offs) * (size_t)(n ? n : 1));
@@ -324,9 +328,10 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	free(txns);
 	free(offs);
 	sb_init(&sb);
-	/* The answer is about the rows' text and the field names around it (a fifth of a 1 KiB
-	 * message): reserved once, not grown by doubling through a hundred kilobytes. */
-	sb_reserve(&sb, bytes + (size_t)n * 256);
+	/* The answer is the rows' text and, for each message, about 330 bytes of field names,
+	 * ids and times besides its partition's and queue's names and the group's: reserved
+	 * once, exactly, not grown by doubling through a hundred kilobytes. */
+	sb_reserve_exact(&sb, bytes + (size_t)n * (400 + names + strlen(j->group)));
 	sb_adds(&sb, "{\"success\":true");
 	add_str_field(&sb, "queue", j->queue ? j->queue : "");
 	row = n ? m[0].row : 0;

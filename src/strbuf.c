@@ -63,6 +63,19 @@ mem_advise_huge(void *p, size_t n)
 }
 
 void
+sb_reserve_exact(struct strbuf *sb, size_t extra)
+{
+	size_t need = sb->len + extra + 1;
+
+	if (need <= sb->cap)
+		return;
+	sb->buf = realloc(sb->buf, need);
+	QASSERT(sb->buf != NULL);
+	sb->cap = need;
+	mem_advise_huge(sb->buf, need);
+}
+
+void
 sb_reserve(struct strbuf *sb, size_t extra)
 {
 	size_t need = sb->len + extra + 1;

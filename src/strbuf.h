@@ -22,6 +22,10 @@ char *sb_steal(struct strbuf *sb, size_t *len);
  * page fault every 2 MiB, not every 4 KiB. Advice only: where THP is off, nothing changes. */
 void mem_advise_huge(void *p, size_t n);
 void sb_reserve(struct strbuf *sb, size_t extra);
+/* As sb_reserve, to exactly what is asked rather than the next power of two: for an answer
+ * whose size is known before it is written. Doubled, 140 KiB became 256 KiB, malloc's mmap
+ * threshold (main.c): a fresh mapping for every such answer, each page faulted in. */
+void sb_reserve_exact(struct strbuf *sb, size_t extra);
 void sb_add(struct strbuf *sb, const char *s, size_t n);
 void sb_adds(struct strbuf *sb, const char *s);
 void sb_addc(struct strbuf *sb, char c);

@@ -34,6 +34,14 @@ main(void)
 	is_str(s, "42-z-7", "steal hands the bytes over");
 	ok(sb.buf == NULL && sb.len == 0, "steal leaves the buffer empty");
 	free(s);
+	sb_adds(&sb, "ab");
+	sb_reserve_exact(&sb, 140 * 1024);
+	is_int(sb.cap, 2 + 140 * 1024 + 1, "an exact reservation is what was asked");
+	is_str(sb.buf, "ab", "and keeps what was written");
+	sb_reserve(&sb, 140 * 1024);
+	is_int(sb.cap, 2 + 140 * 1024 + 1, "a reservation within it leaves it as it is");
+	sb_reserve(&sb, 150 * 1024);
+	is_int(sb.cap, 2 * (2 + 140 * 1024 + 1), "past it, it doubles as before");
 	sb_free(&sb);
 	return tap_done();
 }
