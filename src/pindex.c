@@ -221,11 +221,18 @@ pidx_init(void)
 	QASSERT(ht_queues && ht_parts && ht_ids);
 }
 
+/* The most partitions an expectation sizes the tables for (16 MiB of buckets a table):
+ * beyond, they grow with the partitions actually loaded, so that an estimate gone wrong
+ * (the planner's count of a table just emptied) costs at most that. */
+#define PIDX_EXPECT_MAX (1L << 20)
+
 void
 pidx_fit(long expect)
 {
 	unsigned long want = pidx_buckets, n = (unsigned long)atomic_load(&pidx_n_parts);
 
+	if (expect > PIDX_EXPECT_MAX)
+		expect = PIDX_EXPECT_MAX;
 	if (expect > 0 && (unsigned long)expect > n)
 		n = (unsigned long)expect;
 	while (want < n)
