@@ -1120,17 +1120,8 @@ pidx_sweep_partition(const struct pidx_sweep *sw, const struct pidx_part_row *ro
 	urcu_memb_read_lock();
 	p = find_key(&key);
 	advanced = !p || atomic_max(&p->log_end, row->log_end);
-	if (!p) {
-		/* New: added under the write lock, and kept by the read-side section after it
-		 * (a start-up load adds a million, each looked up once by id and once by name). */
-		urcu_memb_read_unlock();
-		pthread_mutex_lock(&pidx_write_mu);
-		urcu_memb_read_lock();
-		p = add_part(row->queue_id, row->queue, row->ns, row->task, &key, row->partition,
-			     row->log_end, sw->gen);
-		pthread_mutex_unlock(&pidx_write_mu);
-	} else if (labels_differ(p->q, row->ns, row->task)) {
-		/* Its queue relabelled by a configure. */
+	if (!p || labels_differ(p->q, row->ns, row->task)) {
+		/* New, or its queue relabelled by a configure: under the write lock. */
 		urcu_memb_read_unlock();
 		learn(row->queue_id, row->queue, row->ns, row->task, &key, row->partition,
 		      row->log_end, sw->gen);

@@ -133,39 +133,32 @@ row_queue(struct snapshot_load *ld, const PGresult *res, int i, int col)
 	return bsearch(&key, ld->q, ld->nq, sizeof(ld->q[0]), queue_cmp);
 }
 
+/* A row of the partitions' read (which 1) or of the cursors' (2): both name the queue by
+ * id in column 0 and the partition in column 1. */
 static void
-load_partitions(struct snapshot_load *ld, const PGresult *res)
+load_row(struct snapshot_load *ld, int which, const PGresult *res, int i)
 {
-	for (int i = 0; i < PQntuples(res); i++) {
-		const struct snap_queue *q = row_queue(ld, res, i, 0);
-		struct pidx_part_row row = { .pid = pgbin_uuid_bytes(res, i, 1) };
+	const struct snap_queue *q = row_queue(ld, res, i, 0);
+	const uint8_t *pid = pgbin_uuid_bytes(res, i, 1);
 
-		if (!q || !row.pid)
-			continue;
-		row.queue_id = q->id_text;
-		row.queue = q->name;
-		row.ns = q->ns;
-		row.task = q->task;
-		row.partition = PQgetvalue(res, i, 2);
-		row.log_end = pgbin_i64(res, i, 3);
-		ld->advanced += pidx_sweep_partition(&ld->sw, &row);
-	}
-}
+	if (!q || !pid)
+		return;
+	if (which == 1) {
+		struct pidx_part_row p = {
+			.queue_id = q->id_text, .queue = q->name, .ns = q->ns, .task = q->task,
+			.partition = PQgetvalue(res, i, 2), .pid = pid,
+			.log_end = pgbin_i64(res, i, 3),
+		};
 
-static void
-load_cursors(struct snapshot_load *ld, const PGresult *res)
-{
-	for (int i = 0; i < PQntuples(res); i++) {
-		const struct snap_queue *q = row_queue(ld, res, i, 0);
-		struct pidx_cursor_row row = { .pid = pgbin_uuid_bytes(res, i, 1) };
+		ld->advanced += pidx_sweep_partition(&ld->sw, &p);
+	} else {
+		struct pidx_cursor_row c = {
+			.queue = q->name, .group = PQgetvalue(res, i, 2), .pid = pid,
+			.committed = pgbin_i64(res, i, 3),
+			.lease_until = PQgetisnull(res, i, 4) ? 0 : pgbin_ts_ms(res, i, 4),
+		};
 
-		if (!q || !row.pid)
-			continue;
-		row.queue = q->name;
-		row.group = PQgetvalue(res, i, 2);
-		row.committed = pgbin_i64(res, i, 3);
-		row.lease_until = PQgetisnull(res, i, 4) ? 0 : pgbin_ts_ms(res, i, 4);
-		pidx_sweep_cursor(&ld->sw, &row);
+		pidx_sweep_cursor(&ld->sw, &c);
 	}
 }
 
@@ -175,12 +168,13 @@ load_cursors(struct snapshot_load *ld, const PGresult *res)
 static int
 load_rows(void *arg, int which, const PGresult *res)
 {
-	static void (*const load[])(struct snapshot_load *, const PGresult *) = {
-		load_queues, load_partitions, load_cursors,
-	};
 	struct snapshot_load *ld = arg;
 
-	load[which](ld, res);
+	if (which == 0)
+		load_queues(ld, res);
+	else
+		for (int i = 0; i < PQntuples(res); i++)
+			load_row(ld, which, res, i);
 	pidx_fit(0);
 	return !atomic_load(ld->stop);
 }
