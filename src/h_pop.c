@@ -285,7 +285,8 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 	const uint8_t *raw;
 	struct pop_msg *m;
 	size_t bytes = 512, names = 0;
-	int n, row;
+	int n, row, at_row = -1;
+	size_t at_len = 0;
 	const char **txns;
 	int64_t *offs;
 	int64_t now = wall_ms(), until = 0;
@@ -375,7 +376,12 @@ render(struct req *r, struct pop_job *j, PGresult *res, const char *lease_id, in
 		else
 			pcrypt_reveal_sb(&sb, m[i].payload, m[i].payload_len);
 		sb_adds(&sb, ",\"createdAt\":\"");
-		sb_add(&sb, at, pgbin_iso_ms(pgbin_ts_ms(res, row, 8), at));
+		if (row != at_row) {
+			/* A row is a slice of one segment: its messages share their time. */
+			at_len = pgbin_iso_ms(pgbin_ts_ms(res, row, 8), at);
+			at_row = row;
+		}
+		sb_add(&sb, at, at_len);
 		sb_addc(&sb, '"');
 		sb_add(&sb, part.buf, part.len);
 		sb_add_i64(&sb, m[i].off);

@@ -80,6 +80,16 @@ civil(int64_t days, int64_t *y, int *m, int *d)
 	*y = yoe + era * 400 + (*m <= 2);
 }
 
+/* Writes v as exactly `width` decimal digits at o (v < 10^width, v >= 0). */
+static void
+put_digits(char *o, int64_t v, int width)
+{
+	while (width-- > 0) {
+		o[width] = (char)('0' + v % 10);
+		v /= 10;
+	}
+}
+
 size_t
 pgbin_iso_ms(int64_t ms, char out[PGBIN_ISO_LEN])
 {
@@ -88,10 +98,25 @@ pgbin_iso_ms(int64_t ms, char out[PGBIN_ISO_LEN])
 	int m, d, n;
 
 	civil(days, &y, &m, &d);
-	n = snprintf(out, PGBIN_ISO_LEN, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", (long long)y, m,
-		     d, (int)(in_day / 3600000), (int)(in_day / 60000 % 60),
-		     (int)(in_day / 1000 % 60), (int)(in_day % 1000));
-	return n < 0 ? 0 : (size_t)n < PGBIN_ISO_LEN ? (size_t)n : PGBIN_ISO_LEN - 1;
+	if (y < 0 || y > 9999) {
+		/* A year of PostgreSQL's range beyond four digits: rare, written by printf. */
+		n = snprintf(out, PGBIN_ISO_LEN, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ",
+			     (long long)y, m, d, (int)(in_day / 3600000),
+			     (int)(in_day / 60000 % 60), (int)(in_day / 1000 % 60),
+			     (int)(in_day % 1000));
+		return n < 0 ? 0 : (size_t)n < PGBIN_ISO_LEN ? (size_t)n : PGBIN_ISO_LEN - 1;
+	}
+	/* Written digit by digit: printf, parsing its format each time, took a twentieth of
+	 * the broker's CPU in a drain of 100-message pops. */
+	memcpy(out, "0000-00-00T00:00:00.000Z", 25);
+	put_digits(out, y, 4);
+	put_digits(out + 5, m, 2);
+	put_digits(out + 8, d, 2);
+	put_digits(out + 11, in_day / 3600000, 2);
+	put_digits(out + 14, in_day / 60000 % 60, 2);
+	put_digits(out + 17, in_day / 1000 % 60, 2);
+	put_digits(out + 20, in_day % 1000, 3);
+	return 24;
 }
 
 int

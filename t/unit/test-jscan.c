@@ -11,6 +11,32 @@ valid(const char *text)
 	return js_skip(&s, NULL, NULL) == 0 && js_end(&s) == 0;
 }
 
+/* A string of `at` plain letters, then `what` (its own bytes), then 20 more letters, decoded:
+ * whatever the offset of the byte that ends a plain run (eight are taken at a time), the
+ * decoding is the same. Returns 1 when the scan agrees with `valid_want` and, when valid,
+ * the decoded bytes are the letters, `decoded`, the letters. */
+static int
+run_ends_at(int at, const char *what, const char *decoded, int valid_want)
+{
+	char text[128], want[128], out[128];
+	struct jscan s;
+	size_t len;
+	int n = 0, w = 0;
+
+	text[n++] = '"';
+	for (int i = 0; i < at; i++)
+		text[n++] = want[w++] = (char)('a' + i % 26);
+	n += snprintf(text + n, sizeof(text) - (size_t)n, "%s", what);
+	w += snprintf(want + w, sizeof(want) - (size_t)w, "%s", decoded);
+	for (int i = 0; i < 20; i++)
+		text[n++] = want[w++] = 'z';
+	text[n++] = '"';
+	js_init(&s, text, (size_t)n);
+	if (js_string(&s, out, &len) < 0)
+		return !valid_want;
+	return valid_want && len == (size_t)w && memcmp(out, want, len) == 0;
+}
+
 int
 main(void)
 {
@@ -55,5 +81,31 @@ main(void)
 	}
 	is_int(n, 2, "two members");
 	ok(js_end(&s) == 0, "nothing after");
+
+	{
+		int good = 1;
+
+		for (int at = 0; at < 17; at++) {
+			good &= run_ends_at(at, "\\\"", "\"", 1);
+			good &= run_ends_at(at, "\\n", "\n", 1);
+			good &= run_ends_at(at, "\xc3\xa9", "\xc3\xa9", 1);
+			good &= run_ends_at(at, "\x7f", "\x7f", 1);
+			good &= run_ends_at(at, "\t", "", 0);
+			good &= run_ends_at(at, "\x1f", "", 0);
+			good &= run_ends_at(at, "\xc3\x28", "", 0);
+		}
+		for (int at = 0; at < 17; at++) {
+			char text[40];
+			struct jscan q;
+
+			memset(text, 'a', sizeof(text));
+			text[0] = text[at + 1] = '"';
+			js_init(&q, text, sizeof(text));
+			good &= js_string(&q, buf, &len) == 0 && len == (size_t)at &&
+				q.p == text + at + 2;
+		}
+		ok(good, "a plain run ends at an escape, a control character, a quote or UTF-8 "
+		   "at every offset of an 8-byte step");
+	}
 	return tap_done();
 }

@@ -212,5 +212,9 @@ main(void)
 	   "2100 is not a leap year");
 	ok(iso_is(-1, "1969-12-31T23:59:59.999Z"), "before the epoch");
 	ok(iso_is(INT64_C(253402300799999), "9999-12-31T23:59:59.999Z"), "the last of 9999");
+	ok(iso_is(INT64_C(253402300800000), "10000-01-01T00:00:00.000Z"),
+	   "a fifth digit of the year past 9999");
+	ok(iso_is(INT64_C(-62135596800000), "0001-01-01T00:00:00.000Z"),
+	   "year 1, padded to four digits");
 	return tap_done();
 }
