@@ -127,13 +127,20 @@ struct scan_fields {
 static int
 scan_str(struct jscan *s, char **arena, const char **out)
 {
+	const char *p0;
 	size_t len;
 
 	if (js_peek(s) == JS_NULL) {
 		*out = NULL;
 		return js_skip(s, NULL, NULL);
 	}
-	if (js_peek(s) != JS_STRING || js_string(s, *arena, &len) < 0 || strlen(*arena) != len)
+	if (js_peek(s) != JS_STRING)
+		return -1;
+	p0 = s->p;
+	/* A NUL comes only from a \u0000 escape: only a string with escapes (its text longer
+	 * than it decodes to, quotes aside) is searched for one. */
+	if (js_string(s, *arena, &len) < 0 ||
+	    ((size_t)(s->p - p0) != len + 2 && strlen(*arena) != len))
 		return -1;
 	*out = *arena;
 	*arena += len + 1;
@@ -153,10 +160,10 @@ scan_fields(struct jscan *s, char **arena, struct scan_fields *f)
 		return -1;
 	js_begin(s, '{');
 	while ((rc = js_next(s, '}', &first, key, sizeof(key), &klen)) == 1) {
-		size_t k;
+		size_t k = strlen(key) == klen ? 0 : ARRAY_LEN(scan_keys);
 
-		for (k = 0; k < ARRAY_LEN(scan_keys); k++)
-			if (strlen(key) == klen && strcmp(key, scan_keys[k]) == 0)
+		for (; k < ARRAY_LEN(scan_keys); k++)
+			if (strcmp(key, scan_keys[k]) == 0)
 				break;
 		if (k == ARRAY_LEN(scan_keys)) {
 			if (js_skip(s, NULL, NULL) < 0)
