@@ -348,24 +348,6 @@ render(struct req *r, struct ack_job *j)
 	req_reply_sb(r, 200, &sb);
 }
 
-/* After a commit that hands messages out again (a nack, a released lease), wake the pops
- * parked on those queues. */
-static void
-wake_after(PGresult *res)
-{
-	char queue[512];
-	const char *last = "";
-
-	/* Every item of a released partition says so: one wake per partition. */
-	for (int row = 0; row < PQntuples(res); row++) {
-		if (PQgetvalue(res, row, 3)[0] != 't' || strcmp(PQgetvalue(res, row, 6), last) == 0)
-			continue;
-		last = PQgetvalue(res, row, 6);
-		if (pidx_queue_of(last, queue, sizeof(queue)))
-			lp_wake_queue(queue, 1);
-	}
-}
-
 /* The end of the run of items from i on that name the lease, partition and group item i
  * names: one span of the offset map, one cursor. An item failed before SQL ends it. */
 static size_t
@@ -495,6 +477,8 @@ ack_exec(struct wk *w, struct ack_job *j, enum sql_id id, struct strbuf *sb, con
 	const char *params[ACK_PARAMS];
 	const char *last_pid = "", *last_cmt = "", *last_group = "";
 	int last_released = -1;
+	struct lp_wakes wakes = LP_WAKES_INIT;
+	char queue[NAMES_BUF];
 	PGresult *res;
 	enum qe e;
 
@@ -536,11 +520,17 @@ ack_exec(struct wk *w, struct ack_job *j, enum sql_id id, struct strbuf *sb, con
 			last_group = it->group;
 			last_cmt = PQgetvalue(res, row, 7);
 			last_released = it->released;
-			pidx_cursor(last_pid, pidx_group_hash(it->group), atoll(last_cmt),
-				    it->released ? 0 : -1);
+			/* A released lease (a nack, an ack that leaves more) hands messages out
+			 * again: the pops parked on the partition's queue are woken. */
+			if (!it->released)
+				pidx_cursor(last_pid, pidx_group_hash(it->group),
+					    atoll(last_cmt), -1);
+			else if (pidx_cursor_queue(last_pid, pidx_group_hash(it->group),
+						   atoll(last_cmt), 0, queue, sizeof(queue)))
+				lp_wakes_add_copy(&wakes, queue, 1);
 		}
 	}
-	wake_after(res);
+	lp_wakes_fire(&wakes);
 	PQclear(res);
 	return e;
 }

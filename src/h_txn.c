@@ -581,18 +581,22 @@ note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 			it->released = PQgetvalue(res, row, 9)[0] == 't';
 			it->dlq = PQgetvalue(res, row, 10)[0] == 't';
 			it->noop = PQgetvalue(res, row, 11)[0] == 't';
-			if (!PQgetisnull(res, row, 5) && !PQgetisnull(res, row, 6))
-				pidx_cursor(pid, pidx_group_hash(j->group[k]),
-					    atoll(PQgetvalue(res, row, 6)), it->released ? 0 : -1);
+			/* A released lease hands messages out again: the pops parked on the
+			 * partition's queue are woken. */
+			if (!PQgetisnull(res, row, 5) && !PQgetisnull(res, row, 6)) {
+				if (!it->released)
+					pidx_cursor(pid, pidx_group_hash(j->group[k]),
+						    atoll(PQgetvalue(res, row, 6)), -1);
+				else if (pidx_cursor_queue(pid, pidx_group_hash(j->group[k]),
+							   atoll(PQgetvalue(res, row, 6)), 0,
+							   queue, sizeof(queue)))
+					lp_wakes_add_copy(&wakes, queue, 1);
+			}
 			if (it->status[0] == 'c')
 				ok++;
 			else
 				nack++;
 			dlq += (uint64_t)it->dlq;
-			/* a released lease hands messages out again */
-			if (it->released && !PQgetisnull(res, row, 5) &&
-			    pidx_queue_of(pid, queue, sizeof(queue)))
-				lp_wake_queue(queue, 1);
 		}
 	}
 	if (queued)

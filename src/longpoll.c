@@ -408,10 +408,11 @@ lp_wake_queue(const char *queue, int nparts)
 struct lp_wake_ent {
 	const char *queue;
 	int n;
+	char *own;		/* the copy queue points to, freed by fire; NULL: the caller's */
 };
 
-void
-lp_wakes_add(struct lp_wakes *ws, const char *queue, int nparts)
+static void
+wakes_append(struct lp_wakes *ws, const char *queue, int nparts, char *own)
 {
 	if (ws->len == ws->cap) {
 		ws->cap = ws->cap ? ws->cap * 2 : 16;
@@ -419,7 +420,29 @@ lp_wakes_add(struct lp_wakes *ws, const char *queue, int nparts)
 		QASSERT(ws->v != NULL);
 	}
 	ws->v[ws->len].queue = queue;
+	ws->v[ws->len].own = own;
 	ws->v[ws->len++].n = nparts;
+}
+
+void
+lp_wakes_add(struct lp_wakes *ws, const char *queue, int nparts)
+{
+	wakes_append(ws, queue, nparts, NULL);
+}
+
+void
+lp_wakes_add_copy(struct lp_wakes *ws, const char *queue, int nparts)
+{
+	char *copy;
+
+	/* An ack's partitions come queue by queue: the same queue again adds to its entry. */
+	if (ws->len > 0 && strcmp(ws->v[ws->len - 1].queue, queue) == 0) {
+		ws->v[ws->len - 1].n += nparts;
+		return;
+	}
+	copy = strdup(queue);
+	QASSERT(copy != NULL);
+	wakes_append(ws, copy, nparts, copy);
 }
 
 static int
@@ -445,6 +468,8 @@ lp_wakes_fire(struct lp_wakes *ws)
 		lp_wake_queue(ws->v[i].queue, n);
 		i = k;
 	}
+	for (size_t i = 0; i < ws->len; i++)
+		free(ws->v[i].own);
 	free(ws->v);
 	ws->v = NULL;
 	ws->len = ws->cap = 0;

@@ -57,6 +57,8 @@ struct lp_wakes {
 };
 #define LP_WAKES_INIT { NULL, 0, 0 }
 void lp_wakes_add(struct lp_wakes *ws, const char *queue, int nparts);
+/* The same with a queue name that does not live until fire (it is copied). */
+void lp_wakes_add_copy(struct lp_wakes *ws, const char *queue, int nparts);
 void lp_wakes_fire(struct lp_wakes *ws);
 /* Wake everything (index resync found changes it cannot attribute). */
 void lp_wake_all(void);

@@ -800,6 +800,21 @@ pidx_cursor(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until
 	cursor_set(pid, gh, committed, lease_until, 1, 0, 0);
 }
 
+int
+pidx_cursor_queue(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
+		  char *queue, size_t len)
+{
+	struct pq_part *p;
+
+	urcu_memb_read_lock();
+	p = find_id(pid);
+	part_cursor_set(p, gh, committed, lease_until, 1, 0, 0);
+	if (p)
+		snprintf(queue, len, "%s", p->q->name);
+	urcu_memb_read_unlock();
+	return p != NULL;
+}
+
 void
 pidx_claimed(const uint8_t id[16], uint64_t gh, int64_t committed, int64_t lease_until,
 	     int64_t log_end)

@@ -45,6 +45,10 @@ int pidx_log_end(const char *pid, int64_t log_end);
 /* Records a group's cursor on a partition: committed offset and lease expiry (wall ms, 0 =
  * none, -1 = unchanged). */
 void pidx_cursor(const char *pid, uint64_t group_hash, int64_t committed, int64_t lease_until);
+/* pidx_cursor, and the name of the partition's queue copied into queue, with one lookup (an
+ * ack that released a lease wakes the pops parked on that queue); 0 when unknown. */
+int pidx_cursor_queue(const char *pid, uint64_t group_hash, int64_t committed,
+		      int64_t lease_until, char *queue, size_t len);
 /* What a pop's rows say of a partition it claimed, with one lookup: pidx_cursor and
  * pidx_log_end of the partition whose id is these 16 bytes (as PostgreSQL sends a uuid in
  * binary). */

@@ -77,6 +77,41 @@ subtest 'a pop parked on the discovery route wakes on a matching queue' => sub {
 	is($got->{messages}[0]{queue}, 'lpns.task.q', 'naming its queue');
 };
 
+# A consumer holds the only partition of a queue with data, another parks on it; the first
+# gives the message back (an ack that fails it, through $how), which releases its lease: the
+# parked pop is woken with the message, not left to its next recheck.
+sub woken_by_release {
+	my ($queue, $how) = @_;
+	$q->push_items({ queue => $queue, transactionId => "$queue-1" });
+	my (undef, $held) = $q->pop($queue);
+	is_deeply(txns($held), ["$queue-1"], "$queue: the first consumer holds the message");
+	my $lp = park($q, "/api/v1/pop/queue/$queue");
+	settle();
+	my $t_ack = time;
+	$how->($held->{messages}[0]);
+	my $r = $lp->result(15);
+	is($r->{status}, 200, "$queue: the parked pop answered 200") or diag(explain $r);
+	is_deeply(txns($r->{body}), ["$queue-1"], "$queue: with the message given back");
+	my $lat = ($r->{at} // 1e9) - $t_ack;
+	ok($lat < 0.5, sprintf('%s: woken %.0f ms after the lease was released', $queue, $lat * 1000));
+}
+
+subtest 'a parked pop is woken when an ack releases a lease' => sub {
+	woken_by_release('rel-ack', sub {
+		my $m = shift;
+		my ($s) = $q->ack_batch(undef, { transactionId => $m->{transactionId},
+			partitionId => $m->{partitionId}, leaseId => $m->{leaseId}, status => 'failed' });
+		is($s, 200, 'rel-ack: failed by /ack/batch');
+	});
+	woken_by_release('rel-txn', sub {
+		my $m = shift;
+		my $r = $q->transaction({ operations => [ { type => 'ack',
+			transactionId => $m->{transactionId}, partitionId => $m->{partitionId},
+			leaseId => $m->{leaseId}, status => 'failed' } ] }, 'rel-txn: failed by a transaction');
+		is_true($r->{success}, 'rel-txn: committed');
+	});
+};
+
 subtest 'timeout: 204 at the deadline' => sub {
 	my $t0 = time;
 	my ($s, undef, undef, $raw) = $q->pop('quiet', wait => 'true', timeout => 700);
