@@ -24,6 +24,16 @@ sub backends {
 }
 sub gone { my ($before, $after) = @_; return scalar grep { !$after->{$_} } keys %$before }
 
+# The backends of $before gone by now: a connection the broker closed leaves pg_stat_activity
+# once its backend has exited, a moment after the close (waited for, up to 5 s), and its
+# replacement is open already.
+sub gone_soon {
+	my $before = shift;
+	my $after;
+	wait_until(sub { $after = backends(); gone($before, $after) >= 1 }, 5);
+	return ($after, gone($before, $after));
+}
+
 # Every connection opened and used once, so that the sets below compare like with like.
 $q->push_n('warm', 10);
 my $before = backends();
@@ -36,8 +46,8 @@ subtest 'a push of over 4 MiB' => sub {
 	my ($s, $b) = $q->push_items(@items);
 	is($s, 201, 'the push of 6 MB is answered');
 	is(scalar(grep { $_->{status} eq 'queued' } @$b), 1000, 'every item queued');
-	my $after = backends();
-	ok(gone($before, $after) >= 1, 'the connection that stored it was closed')
+	my ($after, $gone) = gone_soon($before);
+	ok($gone >= 1, 'the connection that stored it was closed')
 		or diag(explain([$before, $after]));
 	my ($s2, $b2) = $q->push_items({ queue => 'big', partition => 'p0', transactionId => 'after' });
 	is($s2, 201, 'the next push is answered');
@@ -52,8 +62,8 @@ subtest 'a pop answered with over 4 MiB' => sub {
 	my ($s, $b) = $q->pop('big', batch => 1001, partitions => 4);
 	is($s, 200, 'the pop is answered');
 	is(scalar @{ $b->{messages} // [] }, 1001, 'with every message');
-	my $after = backends();
-	ok(gone($before, $after) >= 1, 'the connection that read them was closed')
+	my ($after, $gone) = gone_soon($before);
+	ok($gone >= 1, 'the connection that read them was closed')
 		or diag(explain([$before, $after]));
 	my ($s2, $b2) = $q->ack_all($b);
 	is($s2, 200, 'their ack is answered');
