@@ -144,9 +144,9 @@ subtest 'a queue relabelled by configure wakes the discovery pops of its new lab
 	($s) = $r->post_json('/api/v1/configure',
 		{ queue => 'relabel', namespace => 'billing', task => 'invoice' });
 	is($s, 200, 'configured with namespace billing');
-	sleep 1;	# a few resyncs
+	sleep 2;	# ten resyncs (after 1 s, under the sanitizers, a push once woke nobody)
 	my $lp = park($r, '/api/v1/pop', namespace => 'billing');
-	sleep 0.2;
+	settle();
 	my $t_push = time;
 	$r->push_items({ queue => 'relabel', transactionId => 'new' });
 	my $got = $lp->result(15);
