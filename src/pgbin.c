@@ -99,7 +99,8 @@ pgbin_iso_ms(int64_t ms, char out[PGBIN_ISO_LEN])
 
 	civil(days, &y, &m, &d);
 	if (y < 0 || y > 9999) {
-		/* A year of PostgreSQL's range beyond four digits: rare, written by printf. */
+		/* A year past four digits or before year 0 (PostgreSQL reaches 4713 BC and
+		 * 294276 AD): rare, written by printf. */
 		n = snprintf(out, PGBIN_ISO_LEN, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ",
 			     (long long)y, m, d, (int)(in_day / 3600000),
 			     (int)(in_day / 60000 % 60), (int)(in_day / 1000 % 60),
