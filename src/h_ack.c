@@ -348,6 +348,19 @@ render(struct req *r, struct ack_job *j)
 	req_reply_sb(r, 200, &sb);
 }
 
+void
+h_ack_note_cursor(struct lp_wakes *wakes, const char *pid, const char *group, int64_t committed,
+		  int released)
+{
+	char queue[NAMES_BUF];
+
+	if (!released)
+		pidx_cursor(pid, pidx_group_hash(group), committed, -1);
+	else if (pidx_cursor_queue(pid, pidx_group_hash(group), committed, 0, queue,
+				   sizeof(queue)))
+		lp_wakes_add_copy(wakes, queue, 1);
+}
+
 /* The end of the run of items from i on that name the lease, partition and group item i
  * names: one span of the offset map, one cursor. An item failed before SQL ends it. */
 static size_t
@@ -478,7 +491,6 @@ ack_exec(struct wk *w, struct ack_job *j, enum sql_id id, struct strbuf *sb, con
 	const char *last_pid = "", *last_cmt = "", *last_group = "";
 	int last_released = -1;
 	struct lp_wakes wakes = LP_WAKES_INIT;
-	char queue[NAMES_BUF];
 	PGresult *res;
 	enum qe e;
 
@@ -520,14 +532,8 @@ ack_exec(struct wk *w, struct ack_job *j, enum sql_id id, struct strbuf *sb, con
 			last_group = it->group;
 			last_cmt = PQgetvalue(res, row, 7);
 			last_released = it->released;
-			/* A released lease (a nack, an ack that leaves more) hands messages out
-			 * again: the pops parked on the partition's queue are woken. */
-			if (!it->released)
-				pidx_cursor(last_pid, pidx_group_hash(it->group),
-					    atoll(last_cmt), -1);
-			else if (pidx_cursor_queue(last_pid, pidx_group_hash(it->group),
-						   atoll(last_cmt), 0, queue, sizeof(queue)))
-				lp_wakes_add_copy(&wakes, queue, 1);
+			h_ack_note_cursor(&wakes, last_pid, it->group, atoll(last_cmt),
+					  it->released);
 		}
 	}
 	lp_wakes_fire(&wakes);

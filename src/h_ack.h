@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct req;
 struct strbuf;
@@ -31,6 +32,13 @@ enum qe h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, c
 /* Appends the item's group, partition, transactionId, status, lease and error as the next
  * elements of the six array literals of queen_ack being built in sb[0..5]. */
 void h_ack_item_elems(struct strbuf *sb, const struct ack_item *it);
+
+/* What a committed ack row says of the group's cursor on partition pid: the index learns it,
+ * and when the lease was released (a nack, an ack that leaves more) the pops parked on the
+ * partition's queue are added to wakes. The transaction route notes its acks with it too. */
+struct lp_wakes;
+void h_ack_note_cursor(struct lp_wakes *wakes, const char *pid, const char *group,
+		       int64_t committed, int released);
 
 enum qe h_ack_prepare(struct req *r);
 enum qe h_ack_run(struct req *r, struct wk *w);

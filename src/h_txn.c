@@ -536,7 +536,6 @@ note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 {
 	struct lp_wakes wakes = LP_WAKES_INIT;
 	uint64_t queued = 0, ok = 0, nack = 0, dlq = 0;
-	char queue[NAMES_BUF];
 
 	for (int row = 0; row < PQntuples(res); row++) {
 		char kind = PQgetvalue(res, row, 0)[0];
@@ -581,17 +580,9 @@ note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 			it->released = PQgetvalue(res, row, 9)[0] == 't';
 			it->dlq = PQgetvalue(res, row, 10)[0] == 't';
 			it->noop = PQgetvalue(res, row, 11)[0] == 't';
-			/* A released lease hands messages out again: the pops parked on the
-			 * partition's queue are woken. */
-			if (!PQgetisnull(res, row, 5) && !PQgetisnull(res, row, 6)) {
-				if (!it->released)
-					pidx_cursor(pid, pidx_group_hash(j->group[k]),
-						    atoll(PQgetvalue(res, row, 6)), -1);
-				else if (pidx_cursor_queue(pid, pidx_group_hash(j->group[k]),
-							   atoll(PQgetvalue(res, row, 6)), 0,
-							   queue, sizeof(queue)))
-					lp_wakes_add_copy(&wakes, queue, 1);
-			}
+			if (!PQgetisnull(res, row, 5) && !PQgetisnull(res, row, 6))
+				h_ack_note_cursor(&wakes, pid, j->group[k],
+						  atoll(PQgetvalue(res, row, 6)), it->released);
 			if (it->status[0] == 'c')
 				ok++;
 			else

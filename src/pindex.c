@@ -785,34 +785,34 @@ part_cursor_set(struct pq_part *p, uint64_t gh, int64_t committed, int64_t lease
 		slot_set(s, committed, lease_until, live, mark, implied);
 }
 
-static void
+/* Sets group gh's slot of partition pid; the name of its queue is copied into queue when
+ * that is not NULL. 1 when the partition is known. */
+static int
 cursor_set(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until, int live,
-	   uint64_t mark, int implied)
+	   uint64_t mark, int implied, char *queue, size_t len)
 {
+	struct pq_part *p;
+
 	urcu_memb_read_lock();
-	part_cursor_set(find_id(pid), gh, committed, lease_until, live, mark, implied);
+	p = find_id(pid);
+	part_cursor_set(p, gh, committed, lease_until, live, mark, implied);
+	if (p && queue)
+		snprintf(queue, len, "%s", p->q->name);
 	urcu_memb_read_unlock();
+	return p != NULL;
 }
 
 void
 pidx_cursor(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until)
 {
-	cursor_set(pid, gh, committed, lease_until, 1, 0, 0);
+	cursor_set(pid, gh, committed, lease_until, 1, 0, 0, NULL, 0);
 }
 
 int
 pidx_cursor_queue(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
 		  char *queue, size_t len)
 {
-	struct pq_part *p;
-
-	urcu_memb_read_lock();
-	p = find_id(pid);
-	part_cursor_set(p, gh, committed, lease_until, 1, 0, 0);
-	if (p)
-		snprintf(queue, len, "%s", p->q->name);
-	urcu_memb_read_unlock();
-	return p != NULL;
+	return cursor_set(pid, gh, committed, lease_until, 1, 0, 0, queue, len);
 }
 
 void
@@ -835,7 +835,7 @@ pidx_claimed(const uint8_t id[16], uint64_t gh, int64_t committed, int64_t lease
 void
 pidx_cursor_implied(const char *pid, uint64_t gh, int64_t start, uint64_t mark)
 {
-	cursor_set(pid, gh, start, 0, 0, mark, 1);
+	cursor_set(pid, gh, start, 0, 0, mark, 1, NULL, 0);
 }
 
 void
@@ -873,7 +873,7 @@ void
 pidx_cursor_snapshot(const char *pid, uint64_t gh, int64_t committed, int64_t lease_until,
 		     uint64_t mark)
 {
-	cursor_set(pid, gh, committed, lease_until, 0, mark, 0);
+	cursor_set(pid, gh, committed, lease_until, 0, mark, 0, NULL, 0);
 }
 
 int

@@ -62,17 +62,23 @@ mem_advise_huge(void *p, size_t n)
 		(void)madvise((void *)from, to - from, MADV_HUGEPAGE);
 }
 
+/* Makes the buffer cap bytes long (cap > sb->cap). */
+static void
+sb_grow(struct strbuf *sb, size_t cap)
+{
+	sb->buf = realloc(sb->buf, cap);
+	QASSERT(sb->buf != NULL);
+	sb->cap = cap;
+	mem_advise_huge(sb->buf, cap);
+}
+
 void
 sb_reserve_exact(struct strbuf *sb, size_t extra)
 {
 	size_t need = sb->len + extra + 1;
 
-	if (need <= sb->cap)
-		return;
-	sb->buf = realloc(sb->buf, need);
-	QASSERT(sb->buf != NULL);
-	sb->cap = need;
-	mem_advise_huge(sb->buf, need);
+	if (need > sb->cap)
+		sb_grow(sb, need);
 }
 
 void
@@ -85,10 +91,7 @@ sb_reserve(struct strbuf *sb, size_t extra)
 	size_t cap = sb->cap ? sb->cap : 256;
 	while (cap < need)
 		cap *= 2;
-	sb->buf = realloc(sb->buf, cap);
-	QASSERT(sb->buf != NULL);
-	sb->cap = cap;
-	mem_advise_huge(sb->buf, cap);
+	sb_grow(sb, cap);
 }
 
 void
