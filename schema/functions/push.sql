@@ -1,5 +1,18 @@
 -- push.sql: name resolution and the push (SPEC.md 4), and the spool's replay of it.
 
+-- The partition of queue p_qid named p_name: one probe of the unique index on (queue_id,
+-- name).  A set-returning SQL function is inlined into its caller as a subquery, and the LIMIT
+-- keeps that subquery from being merged into the caller's join: planned on its own, both
+-- columns are conditions of the index scan.  Written as a join, the planner may take a path
+-- keyed by queue_id alone with the name as a join filter (same estimated cost while the table
+-- is small, fewer outer relations), and a cached plan keeps it as the queue grows: every name
+-- a scan of all its queue's partitions (t1008).
+CREATE FUNCTION queen_partition_named(p_qid uuid, p_name text)
+RETURNS TABLE (id uuid)
+LANGUAGE sql STABLE AS $$
+	SELECT p.id FROM queen_partitions p WHERE p.queue_id = p_qid AND p.name = p_name LIMIT 1
+$$;
+
 -- Fill the NULL elements of p_pid from (queue, partition) names, creating queues (lease_time
 -- 60, labels from the name) and partitions that do not exist (ids of version 7:
 -- queen_uuid_v7).  Creation goes in name order and ON CONFLICT DO NOTHING, so concurrent
@@ -48,7 +61,7 @@ BEGIN
 	r AS MATERIALIZED (
 		SELECT w.qn, w.pn, p.id
 		FROM w JOIN queen_queues q ON q.name = w.qn
-		JOIN queen_partitions p ON p.queue_id = q.id AND p.name = w.pn)
+		CROSS JOIN LATERAL queen_partition_named(q.id, w.pn) p)
 	SELECT array_agg(coalesce(u.pid, r.id) ORDER BY u.o) INTO v
 	FROM unnest(p_pid, p_queue, p_partition) WITH ORDINALITY AS u (pid, qn, pn, o)
 	LEFT JOIN r ON u.pid IS NULL AND r.qn = u.qn AND r.pn = coalesce(u.pn, 'Default');
@@ -374,7 +387,7 @@ BEGIN
 		FROM unnest(p_queue, p_partition, p_id, p_txn) WITH ORDINALITY
 			AS u (q, pn, mid, txn, o)
 		JOIN queen_queues q ON q.name = u.q
-		JOIN queen_partitions p ON p.queue_id = q.id AND p.name = u.pn
+		CROSS JOIN LATERAL queen_partition_named(q.id, u.pn) p
 		WHERE u.txn IS NOT NULL
 	)
 	SELECT array_agg(k.o::int ORDER BY k.o), array_agg(d.off ORDER BY k.o)
@@ -394,7 +407,8 @@ BEGIN
 	       pl.next_offset - 1
 	FROM unnest(v_dup, v_doff) AS x (o, off)
 	JOIN queen_queues q ON q.name = p_queue[x.o]
-	JOIN queen_partitions p ON p.queue_id = q.id AND p.name = p_partition[x.o]
+	CROSS JOIN LATERAL queen_partition_named(q.id, p_partition[x.o]) n
+	JOIN queen_partitions p ON p.id = n.id
 	CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl;
 
 	SELECT array_agg(i ORDER BY i) INTO v_rest
