@@ -23,29 +23,10 @@ for my $k (1 .. 3) {
 	is($s, 201, "queue nl$k: 4 partitions created");
 }
 
-# The plans of the statements a call runs, as auto_explain logs them (one text per statement).
-sub plans_of {
-	my ($call) = @_;
-	my $sql = join("\n",
-		"LOAD 'auto_explain';",
-		'SET auto_explain.log_min_duration = 0;',
-		'SET auto_explain.log_nested_statements = on;',
-		'SET auto_explain.log_level = notice;',
-		'SET client_min_messages = notice;',
-		'SET plan_cache_mode = force_generic_plan;',
-		"$call;");
-	my $file = QueenTest::tmpdir() . '/plans.sql';
-	open my $fh, '>', $file or die "$file: $!";
-	print {$fh} $sql;
-	close $fh;
-	my $out = qx{$pg->{bindir}/psql -X -q -h 127.0.0.1 -p $pg->{port} -U postgres -d postgres -f $file 2>&1};
-	return split /NOTICE:\s+duration:/, $out;
-}
-
 # Every plan that reads queen_partitions by name: each read is keyed by queue and name.
 sub keyed_lookups {
 	my ($what, $call, $marker) = @_;
-	my @plans = grep { /$marker/ } plans_of($call);
+	my @plans = grep { /$marker/ } $pg->plans($call);
 	ok(@plans >= 1, "$what: the plan of the lookup was logged") or return;
 	for my $p (@plans) {
 		unlike($p, qr/Seq Scan on queen_partitions/, "$what: no sequential scan of the partitions");

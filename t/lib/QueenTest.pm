@@ -330,6 +330,26 @@ sub psql {
 	return $out;
 }
 
+# The plans PostgreSQL chose for the statements $sql runs, nested ones included, as
+# auto_explain logs them: one text per statement. Generic plans are forced, so a plan is the
+# one a session caches, whatever the values of its parameters.
+sub plans {
+	my ($self, $sql) = @_;
+	my $file = QueenTest::tmpdir() . '/plans.sql';
+	open my $fh, '>', $file or die "$file: $!";
+	print {$fh} join("\n", "LOAD 'auto_explain';", 'SET auto_explain.log_min_duration = 0;',
+		'SET auto_explain.log_nested_statements = on;', 'SET auto_explain.log_level = notice;',
+		'SET client_min_messages = notice;', 'SET plan_cache_mode = force_generic_plan;',
+		"$sql;"), "\n";
+	close $fh;
+	open my $ph, '-|', "$self->{bindir}/psql -X -q -h " . ($self->{host} // '127.0.0.1') .
+		" -p $self->{port} -U postgres -d postgres -f $file 2>&1" or die "psql: $!";
+	local $/;
+	my $out = <$ph> // '';
+	close $ph;
+	return split /NOTICE:\s+duration:/, $out;
+}
+
 package QueenTest;
 
 # ---- the broker ---------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+#!/usr/bin/perl
+# A pop the broker's index cannot serve (no candidates, or none it could claim) reads the
+# queue's partitions in SQL. On a database where another queue holds most partitions, a plan
+# cached for any queue read them all: a sequential scan of 180,000 partitions, 48 ms, for
+# every pop of a drained 10-partition queue in the bench's groups phase. Those reads are now
+# planned for the queues at hand, and a small queue's partitions are read through its index
+# whatever the rest of the table holds. The plans are read with auto_explain, generic plans
+# forced (what a broker's session would cache).
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use Test::More;
+use QueenTest;
+
+my $pg = start_pg();
+my $q = start_queend();
+
+# A big queue: 20,000 partitions of one message, in pushes of 1,000.
+my $stored = 0;
+for my $k (0 .. 19) {
+	my ($s, $b) = $q->push_items(map { +{ queue => 'sp-big', partition => 'b' . ($k * 1000 + $_),
+		payload => { i => $_ } } } 1 .. 1000);
+	$stored += grep { ($_->{status} // '') eq 'queued' } @{ ref $b eq 'ARRAY' ? $b : [] };
+}
+is($stored, 20000, 'a queue of 20,000 partitions');
+my ($s) = $q->push_items(map { +{ queue => 'sp-small', partition => "s$_", payload => { i => $_ } } }
+	1 .. 3);
+is($s, 201, 'a queue of 3 partitions');
+$pg->psql('ANALYZE queen_partitions');
+
+my $ids = $q->partition_ids('sp-small');
+my $cand = join(',', map { "'$ids->{$_}'" } qw(s1 s2 s3));
+
+# The pop without candidates scans; the one with candidates it cannot claim (leased by the
+# first) asks first whether the queue is a big one.
+my @plans = $pg->plans(qq{SELECT count(*) FROM queen_pop('sp-small', NULL, NULL, NULL, 'g1', 10, 3,
+		NULL, false, 'all', NULL, NULL, NULL, false);
+	SELECT count(*) FROM queen_pop('sp-small', NULL, NULL, NULL, 'g1', 10, 3, NULL, false, 'all',
+		NULL, NULL, ARRAY[$cand]::uuid[], true)});
+my @scan = grep { /ORDER BY c\.updated_at NULLS FIRST/ && !/Query Text: SELECT count\(\*\) FROM queen_pop/ } @plans;
+my @guard = grep { /LIMIT 1001/ && !/Query Text: SELECT count\(\*\) FROM queen_pop/ } @plans;
+is(scalar @scan, 2, 'both pops scanned the queue');
+is(scalar @guard, 1, 'the pop with candidates asked whether the queue is big');
+for my $p (@scan, @guard) {
+	my ($what) = $p =~ /(count\(\*\) > 1000|ORDER BY c\.updated_at)/;
+	unlike($p, qr/Seq Scan on queen_partitions/, "$what: no sequential scan of the partitions");
+	like($p, qr/Index (?:Only )?Scan using queen_partitions_queue_id_name_key/,
+		"$what: the queue's partitions are read through its index");
+}
+# What the scans found is what a pop delivers.
+my %got;
+for (1 .. 3) {
+	my (undef, $b) = $q->pop('sp-small', batch => 10, consumerGroup => 'g2',
+		subscriptionMode => 'all');
+	$got{ $_->{data}{i} }++ for @{ ref $b eq 'HASH' ? $b->{messages} // [] : [] };
+}
+is_deeply(\%got, { 1 => 1, 2 => 1, 3 => 1 }, "another group's pops get each partition's message once");
+
+$q->stop;
+done_testing();
