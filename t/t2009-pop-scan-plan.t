@@ -48,6 +48,18 @@ for my $p (@scan, @guard) {
 	like($p, qr/Index (?:Only )?Scan using queen_partitions_queue_id_name_key/,
 		"$what: the queue's partitions are read through its index");
 }
+# The claims (the steady state's, the first contact's, the slow path's) find each candidate's
+# cursor by both columns of its key, never by the group alone (every entry of the index).
+my @claims = grep { /WITH cl AS|WITH qs AS MATERIALIZED|v_claim \|\|/
+	&& !/Query Text: SELECT count\(\*\) FROM queen_pop/ } @plans;
+ok(@claims >= 2, 'the claims were planned (' . scalar(@claims) . ')');
+for my $p (@claims) {
+	my ($what) = $p =~ /(WITH cl AS|WITH qs AS MATERIALIZED|v_claim \|\|)/;
+	my @conds = $p =~ /(?:Scan using queen_cursors_pkey on queen_cursors \w+|Bitmap Index Scan on queen_cursors_pkey)[^\n]*\n(?:[^\n]*\n)*?\s+Index Cond: ([^\n]*)/g;
+	ok(@conds >= 1, "$what: the cursors are read through their key");
+	like($_, qr/partition_id = .*group_name = /, "$what: by partition and group: $_") for @conds;
+}
+
 # What the scans found is what a pop delivers.
 my %got;
 for (1 .. 3) {

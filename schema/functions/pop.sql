@@ -16,6 +16,24 @@
 CREATE FUNCTION queen_cursor_lock_class() RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 515176 $$;
 
+-- The row of group p_group's cursor on partition p_pid (its ctid), or no row: one probe of
+-- the primary key with both its columns.  Inlined into the caller as a subquery that the
+-- LIMIT keeps out of the caller's join, so it is planned on its own.  Written as a join of
+-- the candidates with queen_cursors, a plan cached while the table was small read the cursors
+-- by group_name alone (the key's second column: every entry of the index) and matched them
+-- to the candidates afterwards: 15-200 ms a pop once the table held 100,000 cursors (t2009).
+-- Each caller reaches the row by that ctid alone (a condition on its key beside it would
+-- offer the planner that group_name scan again), locks it and rechecks the lease on the
+-- locked version: a row locked after an update is the same cursor (no update changes a
+-- cursor's key, and a version this statement's snapshot sees is not pruned under it).
+CREATE FUNCTION queen_cursor_row(p_pid uuid, p_group text)
+RETURNS TABLE (cid tid)
+LANGUAGE sql STABLE AS $$
+	SELECT c.ctid FROM queen_cursors c
+	WHERE c.partition_id = p_pid AND c.group_name = p_group
+	LIMIT 1
+$$;
+
 -- The messages at offsets (p_after, p_upto] of a partition: the slices of the segments that
 -- hold them, one row each, its first offset and its arrays (a message a row cost PostgreSQL
 -- its unnesting, a tuple, a row of the answer with every field of the pop repeated, and
@@ -78,7 +96,8 @@ BEGIN
 		FROM queen_queues q
 		CROSS JOIN unnest(p_cand) WITH ORDINALITY AS u (pid, o)
 		JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = q.id
-		JOIN queen_cursors c ON c.partition_id = p.id AND c.group_name = p_group
+		CROSS JOIN LATERAL queen_cursor_row(p.id, p_group) k
+		JOIN queen_cursors c ON c.ctid = k.cid
 		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
 						  p.kept_last_created_at) pl
 		WHERE (p_queue IS NULL OR q.name = p_queue)
@@ -117,7 +136,7 @@ BEGIN
 			updated_at = now()
 		FROM qt
 		WHERE qt.take > 0
-		  AND c.ctid = qt.lid AND c.partition_id = qt.pid AND c.group_name = p_group
+		  AND c.ctid = qt.lid
 		RETURNING qt.o, qt.pid, qt.pname, qt.qname, qt.base, qt.take, qt.lend,
 			  c.committed AS cmt, c.attempt_count AS att,
 			  c.lease_expires_at AS lexp
@@ -208,14 +227,13 @@ BEGIN
 			SELECT u.o, p.id AS pid, p.name AS pname, qs.name AS qname,
 			       pl.next_offset - 1 AS lend, p.log_start, p.created_at AS pcreated,
 			       pl.last_created_at AS plast, qs.delay, qs.secs, qs.start_at,
-			       c.ctid AS cid
+			       c.cid
 			FROM qs
 			CROSS JOIN unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
 			JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = qs.id
 			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
 							  p.kept_last_created_at) pl
-			LEFT JOIN queen_cursors c ON c.partition_id = p.id
-				AND c.group_name = v_group
+			LEFT JOIN LATERAL queen_cursor_row(p.id, v_group) c ON true
 			WHERE (p_partition IS NULL OR p.name = p_partition)
 			  AND pl.next_offset > p.log_start
 			  AND (qs.window_buffer <= 0
@@ -231,7 +249,6 @@ BEGIN
 			FROM cand
 			JOIN queen_cursors c ON c.ctid = cand.cid
 			WHERE cand.cid IS NOT NULL
-			  AND c.partition_id = cand.pid AND c.group_name = v_group
 			  AND cand.lend > greatest(c.committed, cand.log_start - 1)
 			  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
 			ORDER BY cand.o
@@ -285,7 +302,7 @@ BEGIN
 				updated_at = now()
 			FROM qt
 			WHERE NOT qt.fresh AND qt.take > 0
-			  AND c.ctid = qt.lid AND c.partition_id = qt.pid AND c.group_name = v_group
+			  AND c.ctid = qt.lid
 			RETURNING qt.o, qt.pid, qt.pname, qt.qname, qt.base, qt.take, qt.lend,
 				  c.committed AS cmt, c.attempt_count AS att,
 				  c.lease_expires_at AS lexp
@@ -496,7 +513,8 @@ BEGIN
 				FROM unnest(v_cand) WITH ORDINALITY AS u (pid, o)
 				JOIN queen_partitions p ON p.id = u.pid
 				JOIN queen_queues q ON q.id = p.queue_id
-				JOIN queen_cursors c ON c.partition_id = u.pid AND c.group_name = v_group
+				CROSS JOIN LATERAL queen_cursor_row(p.id, v_group) k
+				JOIN queen_cursors c ON c.ctid = k.cid
 				CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
 								  p.kept_last_created_at) pl
 				WHERE p.queue_id = ANY (v_queues)
