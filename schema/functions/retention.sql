@@ -92,7 +92,13 @@ BEGIN
 		      WHERE q.max_wait_time_seconds > 0
 			 OR (q.retention_enabled
 			     AND (q.retention_seconds > 0 OR q.completed_retention_seconds > 0))) c
-		JOIN queen_partitions p ON p.queue_id = c.qid
+		-- The partitions of each such queue, read through its index (OFFSET 0: a subquery
+		-- of its own, never merged into a join): as a join, a plan that believed most
+		-- queues had a rule read every partition of the database and kept those of the
+		-- queues that have one (1.8-2.9 s a round beside 182,000 partitions, t9104).
+		CROSS JOIN LATERAL (
+			SELECT p.id, p.log_start, p.kept_next_offset, p.kept_last_created_at
+			FROM queen_partitions p WHERE p.queue_id = c.qid OFFSET 0) p
 		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
 						  p.kept_last_created_at) pl
 		CROSS JOIN LATERAL (

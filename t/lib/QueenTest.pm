@@ -331,14 +331,16 @@ sub psql {
 }
 
 # The plans PostgreSQL chose for the statements $sql runs, nested ones included, as
-# auto_explain logs them: one text per statement. Generic plans are forced, so a plan is the
-# one a session caches, whatever the values of its parameters.
+# auto_explain logs them with the rows each node returned: one text per statement. Generic
+# plans are forced, so a plan is the one a session caches, whatever the values of its
+# parameters.
 sub plans {
 	my ($self, $sql) = @_;
 	my $file = QueenTest::tmpdir() . '/plans.sql';
 	open my $fh, '>', $file or die "$file: $!";
 	print {$fh} join("\n", "LOAD 'auto_explain';", 'SET auto_explain.log_min_duration = 0;',
 		'SET auto_explain.log_nested_statements = on;', 'SET auto_explain.log_level = notice;',
+		'SET auto_explain.log_analyze = on;', 'SET auto_explain.log_timing = off;',
 		'SET client_min_messages = notice;', 'SET plan_cache_mode = force_generic_plan;',
 		"$sql;"), "\n";
 	close $fh;
