@@ -4,7 +4,10 @@
 # cached for any queue read them all: a sequential scan of 180,000 partitions, 48 ms, for
 # every pop of a drained 10-partition queue in the bench's groups phase. Those reads are now
 # planned for the queues at hand, and a small queue's partitions are read through its index
-# whatever the rest of the table holds. The plans are read with auto_explain, generic plans
+# whatever the rest of the table holds. And every claim (the steady state's, first
+# contact's, the slow path's) finds a candidate's cursor by partition and group: a cached
+# plan read the group's cursors by group_name alone (every entry of the key's index) and
+# matched them to the candidates after. The plans are read with auto_explain, generic plans
 # forced (what a broker's session would cache).
 use strict;
 use warnings;
