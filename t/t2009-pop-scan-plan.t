@@ -2,7 +2,7 @@
 # A pop the broker's index cannot serve (no candidates, or none it could claim) reads the
 # queue's partitions in SQL. On a database where another queue holds most partitions, a plan
 # cached for any queue read them all: a sequential scan of 180,000 partitions, 48 ms, for
-# every pop of a drained 10-partition queue in the bench's groups phase. Those reads are now
+# every pop of a drained 10-partition queue in a full run of the bench. Those reads are now
 # planned for the queues at hand, and a small queue's partitions are read through its index
 # whatever the rest of the table holds. And every claim (the steady state's, first
 # contact's, the slow path's) finds a candidate's cursor by partition and group: a cached
