@@ -30,7 +30,7 @@ sub keyed_lookups {
 	ok(@plans >= 1, "$what: the plan of the lookup was logged") or return;
 	for my $p (@plans) {
 		unlike($p, qr/Seq Scan on queen_partitions/, "$what: no sequential scan of the partitions");
-		my @conds = $p =~ /Index (?:Only )?Scan using queen_partitions_queue_id_name_key on queen_partitions \w+\s.*?\n\s+Index Cond: ([^\n]*)/sg;
+		my @conds = index_conds($p, 'queen_partitions_queue_id_name_key');
 		ok(@conds >= 1, "$what: the partitions are read through (queue_id, name)");
 		like($_, qr/queue_id = .*name = /, "$what: by both columns: $_") for @conds;
 	}

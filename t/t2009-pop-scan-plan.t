@@ -58,7 +58,7 @@ my @claims = grep { /WITH cl AS|WITH qs AS MATERIALIZED|v_claim \|\|/
 ok(@claims >= 2, 'the claims were planned (' . scalar(@claims) . ')');
 for my $p (@claims) {
 	my ($what) = $p =~ /(WITH cl AS|WITH qs AS MATERIALIZED|v_claim \|\|)/;
-	my @conds = $p =~ /(?:Scan using queen_cursors_pkey on queen_cursors \w+|Bitmap Index Scan on queen_cursors_pkey)[^\n]*\n(?:[^\n]*\n)*?\s+Index Cond: ([^\n]*)/g;
+	my @conds = index_conds($p, 'queen_cursors_pkey');
 	ok(@conds >= 1, "$what: the cursors are read through their key");
 	like($_, qr/partition_id = .*group_name = /, "$what: by partition and group: $_") for @conds;
 }

@@ -27,7 +27,7 @@ use Time::HiRes qw(time sleep);
 
 our @EXPORT = qw(start_pg start_standby start_queend queend_bin run_queend free_port wait_until
 	bg jtrue jfalse to_json from_json iso_ms iso_epoch uuid_re iso_re
-	is_true is_false is_null txns offsets queue_list find_queue);
+	is_true is_false is_null txns offsets queue_list find_queue index_conds);
 
 my $JSON = JSON::PP->new->utf8->canonical->allow_nonref;
 my $OWNER = $$;
@@ -353,6 +353,25 @@ sub plans {
 }
 
 package QueenTest;
+
+# The Index Cond of every scan through index $index in a plan text (plans above): '' for a
+# scan of the whole index, which has none.
+sub index_conds {
+	my ($plan, $index) = @_;
+	my (@conds, $in);
+	for my $line (split /\n/, $plan) {
+		if ($line =~ /(?:Index (?:Only )?Scan using|Bitmap Index Scan on) \Q$index\E\b/) {
+			push @conds, '';
+			$in = 1;
+		} elsif ($line =~ /->/) {
+			$in = 0;
+		} elsif ($in && $line =~ /^\s+Index Cond: (.*)$/) {
+			$conds[-1] = $1;
+			$in = 0;
+		}
+	}
+	return @conds;
+}
 
 # ---- the broker ---------------------------------------------------------------------------
 
