@@ -222,25 +222,32 @@ apply_notify(const char *payload)
 	return need_resync;
 }
 
-static void
-ensure_listening(void)
+/* LISTEN on the maintenance connection, then reload the index: what committed before the
+ * LISTEN is in the snapshot, what commits after it is notified. Returns what resync_run
+ * returns, or -1 when the LISTEN failed (then nothing is marked: the next round tries
+ * again). */
+static int
+listen_and_resync(void)
 {
 	PGresult *res;
 
+	if (db_exec(maint_db, SQL_LISTEN, NULL, &res) != QE_OK)
+		return -1;
+	PQclear(res);
+	maint_listen_serial = db_serial(maint_db);
+	lanes_warm();
+	return resync_run(maint_db, &maint_exit);
+}
+
+static void
+ensure_listening(void)
+{
 	if (db_ensure(maint_db) != QE_OK) {
 		maint_listen_serial = 0;
 		return;
 	}
-	if (maint_listen_serial == db_serial(maint_db))
-		return;
-	if (db_exec(maint_db, SQL_LISTEN, NULL, &res) == QE_OK) {
-		PQclear(res);
-		maint_listen_serial = db_serial(maint_db);
-		lanes_warm();
-		/* Anything committed while we were not listening is found by a resync. */
-		if (resync_run(maint_db, &maint_exit) > 0)
-			lp_wake_all();
-	}
+	if (maint_listen_serial != db_serial(maint_db) && listen_and_resync() > 0)
+		lp_wake_all();
 }
 
 /* Sleep until the next task is due, at most 200 ms (notifications end it sooner). */
@@ -296,6 +303,8 @@ maint_main(void *arg)
 	struct resync_clock rc = { .next = now_ms() + qconf.index_resync_ms };
 
 	pidx_thread_online();
+	if (maint_listen_serial)
+		lanes_warm();	/* started since the initial load warmed none */
 	while (!atomic_load(&maint_exit)) {
 		PGconn *pg;
 		struct pollfd pfd[2];
@@ -357,7 +366,12 @@ maint_initial_sync(void)
 	int rc;
 
 	maint_db = db_new(-1);
-	rc = resync_run(maint_db, &maint_exit) < 0 ? -1 : 0;
+	rc = db_ensure(maint_db) == QE_OK && listen_and_resync() >= 0 ? 0 : -1;
+	/* Listening already, on the index it loaded: the maintenance thread does not load it
+	 * again (a million partitions are seconds of the database's time and the broker's).
+	 * Else the thread listens and loads it as after any reconnection. */
+	if (rc < 0)
+		maint_listen_serial = 0;
 	return rc;
 }
 

@@ -5,7 +5,9 @@
 #ifndef QUEEN_MAINT_H
 #define QUEEN_MAINT_H
 
-/* Loads the index once (synchronously, before the HTTP server starts). 0 or -1. */
+/* Listens for pushes and loads the index once (synchronously, before the HTTP server
+ * starts); the maintenance thread then goes on listening on that connection without
+ * loading it again. 0 or -1 (the thread listens and loads it when it starts). */
 int maint_initial_sync(void);
 int maint_start(void);
 void maint_stop(void);
