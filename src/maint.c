@@ -235,7 +235,6 @@ listen_and_resync(void)
 		return -1;
 	PQclear(res);
 	maint_listen_serial = db_serial(maint_db);
-	lanes_warm();
 	return resync_run(maint_db, &maint_exit);
 }
 
@@ -246,7 +245,11 @@ ensure_listening(void)
 		maint_listen_serial = 0;
 		return;
 	}
-	if (maint_listen_serial != db_serial(maint_db) && listen_and_resync() > 0)
+	if (maint_listen_serial == db_serial(maint_db))
+		return;
+	/* A new connection: the database is back, and so may the lanes' be. */
+	lanes_warm();
+	if (listen_and_resync() > 0)
 		lp_wake_all();
 }
 
@@ -304,7 +307,7 @@ maint_main(void *arg)
 
 	pidx_thread_online();
 	if (maint_listen_serial)
-		lanes_warm();	/* started since the initial load warmed none */
+		lanes_warm();	/* the start-up load listened: warm what ensure_listening would */
 	while (!atomic_load(&maint_exit)) {
 		PGconn *pg;
 		struct pollfd pfd[2];

@@ -138,18 +138,17 @@ subtest 'a queue relabelled by configure wakes the discovery pops of its new lab
 	# The index learns the labels at its resync; it kept a known queue's old ones, so a
 	# push woke nobody and the pop saw the message at its next recheck, a second later.
 	my $r = start_queend(QUEEN_INDEX_RESYNC_MS => 200, LOG_LEVEL => 'debug');
-	my $sweeps = sub { scalar(() = QueenTest::_slurp($r->{log}) =~ /index sweep:/g) };
 	$r->push_items({ queue => 'relabel', transactionId => 'old' });
 	my ($s, $b) = $r->pop('relabel');
 	$r->ack_all($b);
-	my $before = $sweeps->();
+	my $before = $r->log_count(qr/index sweep:/);
 	($s) = $r->post_json('/api/v1/configure',
 		{ queue => 'relabel', namespace => 'billing', task => 'invoice' });
 	is($s, 200, 'configured with namespace billing');
 	# Two reloads of the index end after the configure: the second began after it. (A
 	# reload is timed at 20 times what the last took when that is longer than the interval,
 	# so under the sanitizers a fixed 1 or 2 s could hold none.)
-	ok(wait_until(sub { $sweeps->() >= $before + 2 }, 30),
+	ok(wait_until(sub { $r->log_count(qr/index sweep:/) >= $before + 2 }, 30),
 		'the index was reloaded since') or diag($r->log_tail);
 	my $lp = park($r, '/api/v1/pop', namespace => 'billing');
 	settle();

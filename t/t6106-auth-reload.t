@@ -37,9 +37,9 @@ sub st {
 }
 sub hup_and_wait {
 	my ($pattern) = @_;
-	my $before = () = QueenTest::_slurp($b->{log}) =~ /$pattern/g;
+	my $before = $b->log_count($pattern);
 	kill 'HUP', $b->pid;
-	return wait_until(sub { (() = QueenTest::_slurp($b->{log}) =~ /$pattern/g) > $before }, 10);
+	return wait_until(sub { $b->log_count($pattern) > $before }, 10);
 }
 
 is(st(tok($a, 'a', 'boss')), 200, 'key a, role boss (the configured admin name): 200');

@@ -428,6 +428,12 @@ sub url  { $_[0]{url} }
 sub port { $_[0]{port} }
 sub pid  { $_[0]{pid} }
 
+# How many times the broker's log matches $re so far (its reloads, its reloads of keys...).
+sub log_count {
+	my ($self, $re) = @_;
+	return scalar(() = QueenTest::_slurp($self->{log}) =~ /$re/g);
+}
+
 sub log_tail {
 	my ($self, $lines) = @_;
 	my @l = split /\n/, QueenTest::_slurp($self->{log});
