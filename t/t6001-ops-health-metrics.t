@@ -1,6 +1,6 @@
 #!/usr/bin/perl
-# Observability (SPEC 16): /health, /metrics (JSON) and /metrics/prometheus (text exposition,
-# queen_ families, per queue).
+# Observability (SPEC 16): /health, /metrics (JSON, with the database's counts reused for a
+# while) and /metrics/prometheus (text exposition, queen_ families, per queue).
 use strict;
 use warnings;
 use FindBin;
@@ -39,6 +39,23 @@ subtest '/metrics: a JSON snapshot' => sub {
 	like($text, qr/pop/i, 'mentions pops');
 	like($text, qr/ack/i, 'mentions acks');
 	like($text, qr/uptime/i, 'mentions uptime');
+};
+
+# The database's counts read every partition's log tail: a read serves the /metrics of the
+# next second (or of 20 times as long as it took), whoever asks.
+subtest '/metrics: the database counts, read at most once a second' => sub {
+	my $counts = sub { my (undef, $b) = $q->get('/metrics'); ($b // {})->{database} // {} };
+	my $before = $counts->();
+	like($before->{messages} // '', qr/^\d+$/, "database messages: $before->{messages}");
+	is($before->{queues}, 1, 'database queues: 1');
+	$q->push_n('metq2', 3);
+	my $again = $counts->();
+	is_deeply($again, $before, 'a second /metrics at once answers the same counts');
+	my $after;
+	ok(wait_until(sub { $after = $counts->(); ($after->{messages} // 0) ==
+		$before->{messages} + 3 }, 10), 'later ones count the 3 messages pushed since')
+		or diag(to_json($after));
+	is($after->{queues}, 2, 'and the new queue');
 };
 
 subtest '/metrics/prometheus: text exposition' => sub {
