@@ -101,6 +101,7 @@ static enum qe
 replay(struct req *r, struct wk *w, const char *id, const char *pid, const char *txn)
 {
 	struct replay_job *j = r->job;
+	struct pidx_pushes pushes = PIDX_PUSHES_INIT;
 	char mid[UUID_STR_LEN];
 	const char *params[6] = { id, pid, txn, j->queue, j->partition, mid };
 	PGresult *res;
@@ -124,8 +125,9 @@ replay(struct req *r, struct wk *w, const char *id, const char *pid, const char 
 		      "transaction_id", PQgetvalue(res, 0, 9), "queueName", PQgetvalue(res, 0, 7),
 		      "status", PQgetvalue(res, 0, 2), "dlqRowRemoved", moved);
 	QASSERT(o != NULL);
-	pidx_pushed(PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 7), PQgetvalue(res, 0, 5),
-		   PQgetvalue(res, 0, 8), atoll(PQgetvalue(res, 0, 6)));
+	pidx_pushed(&pushes, PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 7), PQgetvalue(res, 0, 5),
+		    PQgetvalue(res, 0, 8), atoll(PQgetvalue(res, 0, 6)));
+	pidx_pushes_done(&pushes);
 	metrics_pushed(moved, !moved);
 	if (moved)
 		lp_wake_queue(PQgetvalue(res, 0, 7), 1);

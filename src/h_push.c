@@ -379,6 +379,7 @@ build_params(struct push_item *const *items, size_t n, struct strbuf sb[PUSH_PAR
  * has committed: the partitions it wrote, the counts, the parked pops to wake. */
 struct push_note {
 	struct lp_wakes wakes;
+	struct pidx_pushes pushes;
 	uint64_t queued, dup;
 };
 
@@ -399,7 +400,7 @@ note_rows(struct push_note *nt, PGresult *res, struct push_item *const *items, s
 			nt->queued++;
 		else
 			nt->dup++;
-		pidx_pushed(PQgetvalue(res, row, 3), it->queue, PQgetvalue(res, row, 4),
+		pidx_pushed(&nt->pushes, PQgetvalue(res, row, 3), it->queue, PQgetvalue(res, row, 4),
 			   it->partition, atoll(PQgetvalue(res, row, 6)));
 		if (it->status[0] == 'q')
 			lp_wakes_add(&nt->wakes, it->queue, 1);
@@ -412,6 +413,7 @@ note_commit(struct push_note *nt)
 {
 	metrics_pushed(nt->queued, nt->dup);
 	metrics_push_commit();
+	pidx_pushes_done(&nt->pushes);
 	lp_wakes_fire(&nt->wakes);
 }
 
@@ -525,7 +527,7 @@ push_passes(struct dbconn *db, struct push_item *const *items, size_t n, struct 
 enum qe
 h_push_store(struct dbconn *db, struct push_item *const *items, size_t n, int maybe_stored)
 {
-	struct push_note nt = { LP_WAKES_INIT, 0, 0 };
+	struct push_note nt = { LP_WAKES_INIT, PIDX_PUSHES_INIT, 0, 0 };
 	PGresult *res;
 	enum qe e;
 

@@ -535,6 +535,7 @@ static void
 note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 {
 	struct lp_wakes wakes = LP_WAKES_INIT;
+	struct pidx_pushes pushes = PIDX_PUSHES_INIT;
 	uint64_t queued = 0, ok = 0, nack = 0, dlq = 0;
 
 	for (int row = 0; row < PQntuples(res); row++) {
@@ -562,7 +563,7 @@ note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 			it->status = "queued";
 			snprintf(it->message_id, sizeof(it->message_id), "%s",
 				 PQgetvalue(res, row, 3));
-			pidx_pushed(PQgetvalue(res, row, 4), it->queue, pid,
+			pidx_pushed(&pushes, PQgetvalue(res, row, 4), it->queue, pid,
 				   it->partition, atoll(PQgetvalue(res, row, 6)));
 			queued++;
 			lp_wakes_add(&wakes, it->queue, 1);
@@ -594,6 +595,7 @@ note_rows(struct txn_job **jobs, size_t n, PGresult *res)
 		metrics_pushed(queued, 0);
 	if (ok + nack)
 		metrics_acked(ok, nack, dlq);
+	pidx_pushes_done(&pushes);
 	lp_wakes_fire(&wakes);
 }
 

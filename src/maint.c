@@ -67,11 +67,12 @@ static struct maint_task maint_tasks[] = {
 	{ NULL, NULL, NULL, 0 },
 };
 
-/* Pushes this broker committed, for the other brokers: (partition, log end) pairs gathered
- * by the index's push hook from any worker, deduplicated in a small open-addressing table,
- * and sent by this thread as NOTIFY payloads "pid:end,..." of at most ~7000 bytes. When the
- * table fills up between two flushes, one "*" (resync) is sent instead. An eventfd wakes the
- * thread when the table stops being empty. */
+/* Pushes this broker committed, for the other brokers: (partition, log end) pairs handed
+ * over by the index's push hook from any worker, a commit's all at once (so that no flush
+ * sends part of a commit), deduplicated in a small open-addressing table, and sent by this
+ * thread as NOTIFY payloads "pid:end,..." of at most ~7000 bytes. When the table fills up
+ * between two flushes, one "*" (resync) is sent instead. An eventfd wakes the thread when
+ * the table stops being empty. */
 #define NTF_SLOTS 2048
 /* At most one flush per NTF_GAP_MS: under load every commit would otherwise cost the
  * database one more NOTIFY transaction (and every listening broker a wakeup); the pushes of
@@ -87,14 +88,12 @@ static int ntf_count, ntf_overflow;
 static int ntf_efd = -1;
 static int64_t ntf_last_ms;	/* maint thread only */
 
+/* Adds (pid, end) to the table. Called with ntf_mu held. */
 static void
-ntf_hook(const char *pid, int64_t end)
+ntf_add(const char *pid, int64_t end)
 {
 	unsigned h = (unsigned)strtoul(pid, NULL, 16) % NTF_SLOTS;
-	int was_empty;
 
-	pthread_mutex_lock(&ntf_mu);
-	was_empty = ntf_count == 0 && !ntf_overflow;
 	for (int i = 0; i < NTF_SLOTS; i++, h = (h + 1) % NTF_SLOTS) {
 		struct ntf_entry *e = &ntf_tab[h];
 
@@ -114,6 +113,17 @@ ntf_hook(const char *pid, int64_t end)
 			break;
 		}
 	}
+}
+
+static void
+ntf_hook(const struct pidx_push *v, size_t n)
+{
+	int was_empty;
+
+	pthread_mutex_lock(&ntf_mu);
+	was_empty = ntf_count == 0 && !ntf_overflow;
+	for (size_t i = 0; i < n && !ntf_overflow; i++)
+		ntf_add(v[i].pid, v[i].log_end);
 	pthread_mutex_unlock(&ntf_mu);
 	if (was_empty && ntf_efd >= 0) {
 		uint64_t one = 1;

@@ -650,10 +650,10 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 	pthread_mutex_unlock(&pidx_write_mu);
 }
 
-static void (*pidx_push_hook)(const char *pid, int64_t log_end);
+static void (*pidx_push_hook)(const struct pidx_push *v, size_t n);
 
 void
-pidx_set_push_hook(void (*hook)(const char *pid, int64_t log_end))
+pidx_set_push_hook(void (*hook)(const struct pidx_push *v, size_t n))
 {
 	pidx_push_hook = hook;
 }
@@ -669,12 +669,26 @@ pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *
 }
 
 void
-pidx_pushed(const char *queue_id, const char *queue, const char *pid, const char *partition,
-	    int64_t log_end)
+pidx_pushed(struct pidx_pushes *ps, const char *queue_id, const char *queue, const char *pid,
+	    const char *partition, int64_t log_end)
 {
 	pidx_learn(queue_id, queue, NULL, NULL, pid, partition, log_end);
-	if (pidx_push_hook)
-		pidx_push_hook(pid, log_end);
+	if (ps->n == ps->cap) {
+		ps->cap = ps->cap ? 2 * ps->cap : 16;
+		ps->v = realloc(ps->v, ps->cap * sizeof(ps->v[0]));
+		QASSERT(ps->v != NULL);
+	}
+	snprintf(ps->v[ps->n].pid, sizeof(ps->v[ps->n].pid), "%s", pid);
+	ps->v[ps->n++].log_end = log_end;
+}
+
+void
+pidx_pushes_done(struct pidx_pushes *ps)
+{
+	if (pidx_push_hook && ps->n)
+		pidx_push_hook(ps->v, ps->n);
+	free(ps->v);
+	*ps = (struct pidx_pushes)PIDX_PUSHES_INIT;
 }
 
 int

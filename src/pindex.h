@@ -34,11 +34,26 @@ int pidx_lookup(const char *queue, const char *partition, char id[UUID_STR_LEN])
  * grows. */
 void pidx_learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 		const char *pid, const char *partition, int64_t log_end);
-/* A push committed to a partition: learns it like pidx_learn, then passes (pid, log_end)
- * to the push hook (the maintenance thread, which tells the other brokers). */
-void pidx_pushed(const char *queue_id, const char *queue, const char *pid,
-		 const char *partition, int64_t log_end);
-void pidx_set_push_hook(void (*hook)(const char *pid, int64_t log_end));
+/* What one commit pushed: a (partition id, log end) pair per row, gathered while its rows
+ * are read and handed to the push hook (the maintenance thread, which tells the other
+ * brokers) all at once. Handed over row by row, the first rows of a commit could leave in a
+ * notification before the worker had read the others: a pop on another broker then found
+ * one partition of the commit and answered 204 for the rest until the next notification. */
+struct pidx_push {
+	char pid[UUID_STR_LEN];
+	int64_t log_end;
+};
+struct pidx_pushes {
+	struct pidx_push *v;
+	size_t n, cap;
+};
+#define PIDX_PUSHES_INIT { NULL, 0, 0 }
+/* A push committed to a partition: learns it like pidx_learn and adds it to ps. */
+void pidx_pushed(struct pidx_pushes *ps, const char *queue_id, const char *queue,
+		 const char *pid, const char *partition, int64_t log_end);
+/* Hands what ps gathered to the push hook in one call and empties ps. */
+void pidx_pushes_done(struct pidx_pushes *ps);
+void pidx_set_push_hook(void (*hook)(const struct pidx_push *v, size_t n));
 /* Records a partition's log end by id (notification from another broker). 0 when the
  * partition is unknown, 1 when known and unchanged, 2 when it advanced. */
 int pidx_log_end(const char *pid, int64_t log_end);

@@ -25,6 +25,7 @@ static long
 note_round(PGresult *res)
 {
 	struct lp_wakes wakes = LP_WAKES_INIT;
+	struct pidx_pushes pushes = PIDX_PUSHES_INIT;
 	uint64_t queued = 0, fired = 0;
 	long claimed = 0;
 
@@ -43,11 +44,12 @@ note_round(PGresult *res)
 			log_warn("timers: %d timers of queue %s dead-lettered after 5 failed "
 				 "deliveries", ndead, q);
 		if (!PQgetisnull(res, row, 3) && !PQgetisnull(res, row, 4))
-			pidx_pushed(PQgetvalue(res, row, 2), q, PQgetvalue(res, row, 3),
+			pidx_pushed(&pushes, PQgetvalue(res, row, 2), q, PQgetvalue(res, row, 3),
 				   PQgetvalue(res, row, 1), atoll(PQgetvalue(res, row, 4)));
 		if (nq > 0)
 			lp_wakes_add(&wakes, q, 1);
 	}
+	pidx_pushes_done(&pushes);
 	lp_wakes_fire(&wakes);
 	if (fired)
 		metrics_pushed(queued, fired - queued);

@@ -9,7 +9,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use QueenTest;
 
-start_pg();
+my $pg = start_pg();
 my $A = start_queend();
 my $B = start_queend();
 
@@ -104,6 +104,37 @@ subtest "leases taken through the other broker: a pop tries other partitions, no
 		or diag(scalar(keys %got) . ' read');
 	is(scalar(grep { $leased{$_} } keys %got), 0, 'none that B leased');
 	is($empty, 1, 'then nothing: the rest is leased');
+};
+
+# A broker tells the others what it pushed in NOTIFY payloads. One commit's partitions go in
+# one payload: told row by row, the first rows of a commit could leave before the worker had
+# read the others, and a pop on the other broker then found one partition of the commit and
+# answered 204 for the rest.
+subtest 'one commit reaches the other broker in one notification' => sub {
+	my $listener = bg(sub {
+		open my $fh, '-|', "$pg->{bindir}/psql", '-X', '-h', '127.0.0.1', '-p', $pg->port,
+			'-U', 'postgres', '-d', 'postgres', '-c', 'LISTEN queen_push',
+			'-c', 'SELECT pg_sleep(4)' or die "psql: $!";
+		local $/;
+		my $out = <$fh> // '';
+		close $fh;
+		return [ $out =~ /with payload "([^"]*)"/g ];
+	});
+	ok(wait_until(sub { $pg->psql("SELECT count(*) FROM pg_stat_activity " .
+		"WHERE query = 'SELECT pg_sleep(4)' AND state = 'active'") > 0 }, 10),
+		'a session listens');
+	# 99: a request of 100 items and more is cut into shards, each a commit of its own.
+	my ($s, $b) = $A->push_items(map { +{ queue => 'whole', partition => "w$_",
+		payload => { i => $_ } } } 1 .. 99);
+	is($s, 201, 'A stores 99 messages over 99 partitions in one commit');
+	my %ids = reverse %{ $A->partition_ids('whole') };
+	my $got = $listener->result(20);
+	my @mine = grep { my $p = $_; grep { $ids{ (split /:/)[0] } } split /,/, $p }
+		@{ ref $got eq 'ARRAY' ? $got : [] };
+	is(scalar @mine, 1, 'one notification names them') or diag(explain($got));
+	is(scalar(() = ($mine[0] // '') =~ /,/g) + 1, 99, 'all 99 of them');
+	my ($ps, $pb) = $B->pop('whole', batch => 100, autopilot => 'true', autoAck => 'true');
+	is($ps, 200, 'B serves them');
 };
 
 done_testing;
