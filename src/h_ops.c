@@ -53,12 +53,14 @@ static int stats_reading;		/* a worker reads them now: the others take the last 
 static char *
 stats_reuse(uint64_t now)
 {
-	uint64_t age = stats_took_us * STATS_REUSE;
+	uint64_t serves = stats_took_us * STATS_REUSE;
 	char *copy;
 
 	if (!stats_json)
 		return NULL;
-	if (!stats_reading && now - stats_at_us >= (age > STATS_MIN_AGE_US ? age : STATS_MIN_AGE_US))
+	if (serves < STATS_MIN_AGE_US)
+		serves = STATS_MIN_AGE_US;
+	if (!stats_reading && now - stats_at_us >= serves)
 		return NULL;
 	copy = strdup(stats_json);
 	QASSERT(copy != NULL);

@@ -400,8 +400,8 @@ note_rows(struct push_note *nt, PGresult *res, struct push_item *const *items, s
 			nt->queued++;
 		else
 			nt->dup++;
-		pidx_pushed(&nt->pushes, PQgetvalue(res, row, 3), it->queue, PQgetvalue(res, row, 4),
-			   it->partition, atoll(PQgetvalue(res, row, 6)));
+		pidx_pushed(&nt->pushes, PQgetvalue(res, row, 3), it->queue,
+			    PQgetvalue(res, row, 4), it->partition, atoll(PQgetvalue(res, row, 6)));
 		if (it->status[0] == 'q')
 			lp_wakes_add(&nt->wakes, it->queue, 1);
 	}
