@@ -673,6 +673,12 @@ pidx_pushed(struct pidx_pushes *ps, const char *queue_id, const char *queue, con
 	    const char *partition, int64_t log_end)
 {
 	pidx_learn(queue_id, queue, NULL, NULL, pid, partition, log_end);
+	/* A commit's rows come partition by partition: one entry each, not one a message. */
+	if (ps->n && strcmp(ps->v[ps->n - 1].pid, pid) == 0) {
+		if (log_end > ps->v[ps->n - 1].log_end)
+			ps->v[ps->n - 1].log_end = log_end;
+		return;
+	}
 	if (ps->n == ps->cap) {
 		ps->cap = ps->cap ? 2 * ps->cap : 16;
 		ps->v = realloc(ps->v, ps->cap * sizeof(ps->v[0]));
