@@ -456,73 +456,164 @@ chunk_step(struct dbconn *c, const char *name, const char *sql, PGresult **out)
 	return e;
 }
 
-/* Every row of statement `which` of db_read_chunks, chunk by chunk through its cursor. */
-static enum qe
-chunk_read(struct dbconn *c, const struct sql_stmt *s, int which,
-	   int (*fn)(void *arg, int which, const PGresult *rows), void *arg)
-{
-	const int chunk = DB_CHUNK_ROWS;
-	char fetch[64], *declare;
-	enum qe e;
-	int sent;
+/* A connection's cursor on its current part of a statement of db_read_chunks. */
+struct chunk_part {
+	struct dbconn *c;
+	int sent;	/* a FETCH is in flight */
+	int open;	/* rows of the part may remain (else the cursor is closed) */
+};
 
-	snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM queen_chunks", chunk);
+/* Declares the cursor of part k of st on p->c and sends its first FETCH. */
+static enum qe
+chunk_open(struct chunk_part *p, const struct db_chunked *st, int k, const char *fetch)
+{
+	const struct sql_stmt *s = sql_get(st->id);
+	const char *params[2] = { st->bounds[k], st->bounds[k + 1] };
+	PGresult *res;
+	char *declare;
+	enum qe e;
+
+	QASSERT(s->nparams == 0 ? st->parts == 1 : s->nparams == 2);
 	QASSERT(asprintf(&declare, "DECLARE queen_chunks BINARY NO SCROLL CURSOR FOR %s",
 			 s->text) > 0);
-	e = chunk_step(c, s->name, declare, NULL);
+	res = s->nparams ? PQexecParams(p->c->pg, declare, s->nparams, NULL, params, NULL, NULL, 0)
+			 : PQexec(p->c->pg, declare);
 	free(declare);
-	sent = e == QE_OK && PQsendQuery(c->pg, fetch);
-	while (e == QE_OK) {
-		PGresult *rows = NULL;
-		int n;
+	e = settle(p->c, s->name, res, &res, NULL);
+	if (e == QE_OK)
+		PQclear(res);
+	p->open = e == QE_OK;
+	p->sent = p->open && PQsendQuery(p->c->pg, fetch);
+	return e;
+}
 
-		if ((e = settle(c, s->name, sent ? sent_result(c->pg) : NULL, &rows, NULL)) != QE_OK)
-			return e;	/* settle rolled back a refused step */
-		n = PQntuples(rows);
-		/* The server computes the next chunk while this one is handed over: the two
-		 * work side by side, not in turns. */
-		sent = n == chunk && PQsendQuery(c->pg, fetch);
-		if (n > 0 && !fn(arg, which, rows)) {
-			/* The caller has seen enough (the broker is stopping). */
-			PQclear(rows);
-			if (sent)
-				PQclear(sent_result(c->pg));
-			return QE_SHUTDOWN;
-		}
-		PQclear(rows);
-		if (n < chunk)
-			return chunk_step(c, s->name, "CLOSE queen_chunks", NULL);
+/* The next chunk of part p into fn: QE_OK while rows remain or once its cursor is closed. */
+static enum qe
+chunk_next(struct chunk_part *p, const struct sql_stmt *s, int which, const char *fetch,
+	   int (*fn)(void *arg, int which, const PGresult *rows), void *arg)
+{
+	PGresult *rows = NULL;
+	enum qe e = settle(p->c, s->name, p->sent ? sent_result(p->c->pg) : NULL, &rows, NULL);
+	int n, go;
+
+	p->sent = 0;
+	if (e != QE_OK)
+		return e;	/* settle rolled back a refused step */
+	n = PQntuples(rows);
+	/* The server computes the next chunk while this one is handed over: the two work side
+	 * by side, not in turns. */
+	p->sent = n == DB_CHUNK_ROWS && PQsendQuery(p->c->pg, fetch);
+	go = n == 0 || fn(arg, which, rows);
+	PQclear(rows);
+	if (!go)
+		return QE_SHUTDOWN;	/* the caller has seen enough (the broker is stopping) */
+	if (n < DB_CHUNK_ROWS) {
+		p->open = 0;
+		return chunk_step(p->c, s->name, "CLOSE queen_chunks", NULL);
 	}
+	return QE_OK;
+}
+
+/* Every row of statement `which` of db_read_chunks, chunk by chunk through a cursor on each
+ * connection, their chunks taken in turn: each server computes its next chunk while the
+ * others' are handed over. A connection done with its part opens the next part left, so
+ * that one whose part costs more (pages not yet vacuumed) does not hold up the end. */
+static enum qe
+chunk_read(struct dbconn *const *conns, int nconns, const struct db_chunked *st, int which,
+	   int (*fn)(void *arg, int which, const PGresult *rows), void *arg)
+{
+	struct chunk_part part[DB_MAX_PARTS];
+	char fetch[64];
+	enum qe e = QE_OK;
+	int next = 0, open;
+
+	snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM queen_chunks", DB_CHUNK_ROWS);
+	if (nconns > st->parts)
+		nconns = st->parts;
+	for (int k = 0; k < nconns; k++)
+		part[k] = (struct chunk_part){ .c = conns[k] };
+	for (int k = 0; k < nconns && e == QE_OK; k++)
+		e = chunk_open(&part[k], st, next++, fetch);
+	do {
+		open = 0;
+		for (int k = 0; k < nconns && e == QE_OK; k++) {
+			if (!part[k].open)
+				continue;
+			e = chunk_next(&part[k], sql_get(st->id), which, fetch, fn, arg);
+			if (e == QE_OK && !part[k].open && next < st->parts)
+				e = chunk_open(&part[k], st, next++, fetch);
+			open += part[k].open;
+		}
+	} while (e == QE_OK && open > 0);
+	/* A part that failed or stopped leaves the others' FETCHes in flight. */
+	for (int k = 0; k < nconns; k++)
+		if (part[k].sent)
+			PQclear(sent_result(part[k].c->pg));
+	return e;
+}
+
+/* The snapshot of db_read_chunks: a read-only repeatable-read transaction on conns[0], the
+ * others joined to its snapshot. */
+static enum qe
+chunk_begin(struct dbconn *const *conns, int nconns, const char *name)
+{
+	/* Every row will be read: plan for all of them (hash joins over sequential scans), not
+	 * for the first tenth as a cursor is planned by default (index order, random reads).
+	 * Give the hash joins room for a million partitions' rows, which spill to temporary
+	 * files in batches at the default 4 MB, and leave out JIT compilation, whose cost the
+	 * planner's estimate of a million index probes always calls for and never repays here
+	 * (both: 8.8 s against 5.3 s for a million partitions, cursor rows included). */
+	static const char settings[] = "SET LOCAL cursor_tuple_fraction = 1; "
+		"SET LOCAL work_mem = '64MB'; SET LOCAL jit = off";
+	PGresult *res;
+	char *sql, *id;
+	enum qe e;
+
+	QASSERT(asprintf(&sql, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; %s%s",
+			 settings, nconns > 1 ? "; SELECT pg_export_snapshot()" : "") > 0);
+	e = chunk_step(conns[0], name, sql, nconns > 1 ? &res : NULL);
+	free(sql);
+	if (e != QE_OK || nconns == 1)
+		return e;
+	id = PQescapeLiteral(conns[0]->pg, PQgetvalue(res, 0, 0), strlen(PQgetvalue(res, 0, 0)));
+	PQclear(res);
+	QASSERT(id != NULL);
+	for (int k = 1; k < nconns && e == QE_OK; k++) {
+		QASSERT(asprintf(&sql, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
+				 "SET TRANSACTION SNAPSHOT %s; %s", id, settings) > 0);
+		e = chunk_step(conns[k], name, sql, NULL);
+		free(sql);
+	}
+	PQfreemem(id);
 	return e;
 }
 
 enum qe
-db_read_chunks(struct dbconn *c, const enum sql_id *ids, int n,
+db_read_chunks(struct dbconn *const *conns, int nconns, const struct db_chunked *st, int n,
 	       int (*fn)(void *arg, int which, const PGresult *rows), void *arg)
 {
-	enum qe e;
+	const char *name = sql_get(st[0].id)->name;
+	enum qe e = QE_OK;
 
-	if (db_ensure(c) != QE_OK)
-		return QE_DB;
-	/* One snapshot for every statement (repeatable read). Every row will be read: plan for
-	 * all of them (hash joins over sequential scans), not for the first tenth as a cursor
-	 * is planned by default (index order, random reads). Give the hash joins room for a
-	 * million partitions' rows, which spill to temporary files in batches at the default
-	 * 4 MB, and leave out JIT compilation, whose cost the planner's estimate of a million
-	 * index probes always calls for and never repays here (both: 8.8 s against 5.3 s for a
-	 * million partitions, cursor rows included). */
-	e = chunk_step(c, sql_get(ids[0])->name,
-		       "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
-		       "SET LOCAL cursor_tuple_fraction = 1; SET LOCAL work_mem = '64MB'; "
-		       "SET LOCAL jit = off", NULL);
-	for (int i = 0; i < n && e == QE_OK; i++) {
-		QASSERT(sql_get(ids[i])->nparams == 0);
-		e = chunk_read(c, sql_get(ids[i]), i, fn, arg);
-	}
+	QASSERT(nconns >= 1 && nconns <= DB_MAX_PARTS);
+	for (int k = 0; k < nconns && e == QE_OK; k++)
+		e = db_ensure(conns[k]) == QE_OK ? QE_OK : QE_DB;
 	if (e == QE_OK)
-		return chunk_step(c, sql_get(ids[n - 1])->name, "COMMIT", NULL);
-	if (e == QE_SHUTDOWN)
-		chunk_step(c, sql_get(ids[0])->name, "ROLLBACK", NULL);
+		e = chunk_begin(conns, nconns, name);
+	for (int i = 0; i < n && e == QE_OK; i++) {
+		QASSERT(st[i].parts >= 1 && st[i].parts <= DB_MAX_PARTS);
+		e = chunk_read(conns, nconns, &st[i], i, fn, arg);
+	}
+	/* The others first: the snapshot was exported by conns[0]'s transaction. */
+	for (int k = nconns - 1; k >= 0; k--) {
+		PGconn *pg = conns[k]->pg;
+
+		if (e == QE_OK)
+			e = chunk_step(conns[k], name, "COMMIT", NULL);
+		else if (pg && PQstatus(pg) == CONNECTION_OK &&
+			 PQtransactionStatus(pg) != PQTRANS_IDLE)
+			PQclear(PQexec(pg, "ROLLBACK"));
+	}
 	/* settle rolled back a refused step; a lost connection has no transaction left. */
 	return e;
 }

@@ -55,15 +55,29 @@ enum qe db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params
  * partitions' rows. */
 #define DB_CHUNK_ROWS 5000
 
-/* Runs catalogued statements ids[0..n) (no parameters), in that order, through cursors in a
- * read-only transaction of their own that gives them one snapshot, and calls fn with each
- * chunk of up to DB_CHUNK_ROWS rows as it comes, `which` the index in ids of the statement
- * it is from. Rows are in binary format (PQfformat 1: uuid 16 bytes, bigint 8 bytes in
- * network order, text as is). Each FETCH is a statement of its own under the statement
- * timeout. fn returns 1 to go on, 0 to stop there (QE_SHUTDOWN). QE_OK once every row was
- * seen; on QE_DB (logged) fn may have seen only the first chunks. */
-enum qe db_read_chunks(struct dbconn *c, const enum sql_id *ids, int n,
-		       int (*fn)(void *arg, int which, const PGresult *rows), void *arg);
+/* The most parts a statement of db_read_chunks is read in, and connections it reads with. */
+#define DB_MAX_PARTS 16
+
+/* A statement of db_read_chunks, read in `parts` parts: it takes no parameter (parts 1), or
+ * two, which part k gets as bounds[k] and bounds[k + 1] (text, NULL for none), so that the
+ * parts cover its rows between them. The connections read parts side by side, each taking
+ * the next part left when done with one. */
+struct db_chunked {
+	enum sql_id id;
+	int parts;
+	const char *bounds[DB_MAX_PARTS + 1];
+};
+
+/* Runs statements st[0..n), in that order, through cursors in read-only transactions on
+ * conns[0..nconns) that share one snapshot, and calls fn with each chunk of up to
+ * DB_CHUNK_ROWS rows as it comes, `which` the index in st of the statement it is from (the
+ * chunks of a statement's parts come in turn). Rows are in binary format (PQfformat 1:
+ * uuid 16 bytes, bigint 8 bytes in network order, text as is). Each FETCH is a statement of
+ * its own under the statement timeout. fn returns 1 to go on, 0 to stop there
+ * (QE_SHUTDOWN). QE_OK once every row was seen; on QE_DB (logged) fn may have seen only the
+ * first chunks. */
+enum qe db_read_chunks(struct dbconn *const *conns, int nconns, const struct db_chunked *st,
+		       int n, int (*fn)(void *arg, int which, const PGresult *rows), void *arg);
 
 /* The libpq connection, or NULL when down (for LISTEN and PQsocket). */
 PGconn *db_pg(struct dbconn *c);

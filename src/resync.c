@@ -179,13 +179,34 @@ load_rows(void *arg, int which, const PGresult *res)
 	return !atomic_load(ld->stop);
 }
 
-int
-resync_run(struct dbconn *db, const _Atomic int *stop)
+/* The statement of the snapshot that reads table `col` of SQL_INDEX_PAGES in `parts` parts
+ * of as many of its pages each (the last to the end, pages added since included). */
+static void
+cut_pages(struct db_chunked *st, int parts, const PGresult *pages, int col,
+	  char bounds[][24])
 {
-	static const enum sql_id snapshot[] = {
-		SQL_INDEX_QUEUES, SQL_INDEX_PARTITIONS, SQL_INDEX_CURSORS,
+	long long n = pages ? atoll(PQgetvalue(pages, 0, col)) : 0;
+
+	st->parts = parts;
+	for (int k = 0; k < parts; k++) {
+		snprintf(bounds[k], 24, "%lld", n * k / parts);
+		st->bounds[k] = bounds[k];
+	}
+	st->bounds[parts] = NULL;
+}
+
+int
+resync_run(struct dbconn *db, struct dbconn *helper, const _Atomic int *stop)
+{
+	struct db_chunked snapshot[] = {
+		{ SQL_INDEX_QUEUES, 1, { NULL } },
+		{ SQL_INDEX_PARTITIONS, 1, { NULL } },
+		{ SQL_INDEX_CURSORS, 1, { NULL } },
 	};
-	PGresult *res;
+	struct dbconn *conns[2] = { db, helper };
+	int nconns = helper && db_ensure(helper) == QE_OK ? 2 : 1;
+	char bounds[2][2][24];
+	PGresult *res, *pages = NULL;
 	struct snapshot_load ld = { .sw = pidx_sweep_begin(), .stop = stop };
 	struct known_groups known;
 	uint64_t t0;
@@ -199,7 +220,16 @@ resync_run(struct dbconn *db, const _Atomic int *stop)
 		pidx_fit(atoll(PQgetvalue(res, 0, 0)));
 		PQclear(res);
 	}
-	e = db_read_chunks(db, snapshot, 3, load_rows, &ld);
+	/* With a helper, each table is read in halves side by side, cut by its size now: any
+	 * cut covers every row, the size only balances the halves. (Eight parts, each taken
+	 * by whichever connection was free, started a million just-filled partitions in
+	 * 7.0-9.0 s against 6.6-7.2 s for halves, alternate runs.) */
+	if (nconns > 1 && db_exec(db, SQL_INDEX_PAGES, NULL, &pages) != QE_OK)
+		pages = NULL;
+	cut_pages(&snapshot[1], nconns, pages, 0, bounds[0]);
+	cut_pages(&snapshot[2], nconns, pages, 1, bounds[1]);
+	PQclear(pages);
+	e = db_read_chunks(conns, nconns, snapshot, 3, load_rows, &ld);
 	for (size_t i = 0; i < ld.nq; i++) {
 		free(ld.q[i].name);
 		free(ld.q[i].ns);
@@ -222,8 +252,9 @@ resync_run(struct dbconn *db, const _Atomic int *stop)
 		t0 = now_us();
 		pidx_sweep_end(&ld.sw, group_known, &known);
 		pidx_size(&nq, &np, &ng, &nb);
-		log_debug("index sweep: %lld us, %ld queues, %ld partitions, %ld group slots in "
-			  "%ld more blocks left", (long long)(now_us() - t0), nq, np, ng, nb);
+		log_debug("index sweep: %lld us, read on %d connection%s, %ld queues, %ld "
+			  "partitions, %ld group slots in %ld more blocks left",
+			  (long long)(now_us() - t0), nconns, nconns > 1 ? "s" : "", nq, np, ng, nb);
 		free(known.pair);
 	}
 	/* Configures on other brokers reach the encrypted-queue cache here too (after the

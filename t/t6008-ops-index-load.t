@@ -12,7 +12,7 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use QueenTest;
 
-start_pg();
+my $pg = start_pg();
 my $A = start_queend();
 
 sub index_of {
@@ -49,6 +49,16 @@ sub drain {
 fill($A, 'load-even', 10000);
 is($A->stop, 0, 'a broker pushed 10,000 partitions, one message each, and stopped');
 
+# The two halves of a read cut at any page, past the end included, hold every row once.
+my $all = $pg->psql('SELECT count(*), count(DISTINCT partition_id) FROM queen_snapshot_partitions()');
+is($all, '10000|10000', 'the whole snapshot holds every partition once');
+for my $cut (0, 1, 37, $pg->psql("SELECT queen_pages('queen_partitions')"), 1000000) {
+	is($pg->psql('SELECT count(*), count(DISTINCT partition_id) FROM ' .
+		"(SELECT * FROM queen_snapshot_partitions(0, $cut) UNION ALL " .
+		"SELECT * FROM queen_snapshot_partitions($cut, NULL)) h"), '10000|10000',
+		"halves cut at page $cut hold them all, once");
+}
+
 # The snapshot's 10,000 rows are two whole chunks: the FETCH after them comes back empty.
 # No timed reload in this test's time (the start-up load is the one looked for below).
 my $B = start_queend(LOG_LEVEL => 'debug', QUEEN_INDEX_RESYNC_MS => 600000);
@@ -63,6 +73,9 @@ is_deeply([ map { $_->{data}{i} } @{ $b->{messages} } ], [10000], 'with its mess
 # the first consumers).
 sleep 1.5;
 is($B->log_count(qr/index sweep:/), 1, 'the broker loaded its index once at start-up, not again once ready');
+# Read in parts, side by side on two connections sharing a snapshot.
+is($B->log_count(qr/index sweep: \d+ us, read on 2 connections/), 1,
+	'in parts, on two connections side by side');
 
 fill($B, 'load-odd', 2345);
 is(drain($B, 'load-odd', 'g1', 1000), 1000, 'group g1 reads 1,000 partitions of another queue');

@@ -226,18 +226,34 @@ END
 $$;
 
 -- The broker's partition index is rebuilt from the queues, then these two, read in one
--- snapshot (src/maint.c): every partition with its log end, then every cursor. A
+-- snapshot (src/resync.c): every partition with its log end, then every cursor. A
 -- partition's row names its queue by id only: the queue's name and labels come once, not a
--- million times.
-CREATE FUNCTION queen_snapshot_partitions()
+-- million times.  Each reads the rows of its table's pages [p_from, p_to) (p_to NULL: to
+-- the end), so that connections sharing one snapshot read the pages in parts side by side:
+-- a million partitions' log ends are a million index probes, seconds of one backend.
+
+-- The address of the first row of page p_page (NULL: one past any page).
+CREATE FUNCTION queen_page_tid(p_page bigint) RETURNS tid
+LANGUAGE sql STABLE AS $$
+	SELECT format('(%s,0)', coalesce(p_page, 4294967295))::tid
+$$;
+
+-- The pages of relation p_rel now: where the broker cuts the snapshot's reads into parts.
+CREATE FUNCTION queen_pages(p_rel regclass) RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+	SELECT pg_relation_size(p_rel) / current_setting('block_size')::bigint
+$$;
+
+CREATE FUNCTION queen_snapshot_partitions(p_from bigint DEFAULT 0, p_to bigint DEFAULT NULL)
 RETURNS TABLE (queue_id uuid, partition_id uuid, partition_name text, log_end bigint)
 LANGUAGE sql STABLE AS $$
 	SELECT p.queue_id, p.id, p.name, pl.next_offset - 1
 	FROM queen_partitions p
 	CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
+	WHERE p.ctid >= queen_page_tid(p_from) AND p.ctid < queen_page_tid(p_to)
 $$;
 
-CREATE FUNCTION queen_snapshot_cursors()
+CREATE FUNCTION queen_snapshot_cursors(p_from bigint DEFAULT 0, p_to bigint DEFAULT NULL)
 RETURNS TABLE (queue_id uuid, partition_id uuid, group_name text, committed bigint,
 	       lease_expires_at timestamptz)
 LANGUAGE sql STABLE AS $$
@@ -246,6 +262,7 @@ LANGUAGE sql STABLE AS $$
 	       c.lease_expires_at
 	FROM queen_cursors c
 	JOIN queen_partitions p ON p.id = c.partition_id
+	WHERE c.ctid >= queen_page_tid(p_from) AND c.ctid < queen_page_tid(p_to)
 $$;
 
 -- A digest of every group's stored start: the index resync compares it with the last one
