@@ -516,8 +516,7 @@ chunk_next(struct chunk_part *p, const struct sql_stmt *s, int which, const char
 
 /* Every row of statement `which` of db_read_chunks, chunk by chunk through a cursor on each
  * connection, their chunks taken in turn: each server computes its next chunk while the
- * others' are handed over. A connection done with its part opens the next part left, so
- * that one whose part costs more (pages not yet vacuumed) does not hold up the end. */
+ * others' are handed over. A connection done with its part opens the next part left. */
 static enum qe
 chunk_read(struct dbconn *const *conns, int nconns, const struct db_chunked *st, int which,
 	   int (*fn)(void *arg, int which, const PGresult *rows), void *arg)

@@ -12,6 +12,7 @@
 #include "names.h"
 #include "qassert.h"
 #include "siphash.h"
+#include "slab.h"
 
 #include <openssl/rand.h>
 #include <pthread.h>
@@ -64,10 +65,22 @@ gb_next(struct gblock *b)
 	return n == GB_END ? NULL : n;
 }
 
+static size_t
+gb_size(int n)
+{
+	return sizeof(struct gblock) + (size_t)n * sizeof(struct gslot);
+}
+
+static void
+gb_free(struct gblock *b)
+{
+	slab_free(b, gb_size(b->n));
+}
+
 struct pq_queue;
 
-/* A partition: 96 bytes and its name, 112 with malloc's rounding for a name of up to 8
- * bytes, so that a million fit in the broker's memory budget (the id is kept as its 16
+/* A partition: 96 bytes and its name, 112 for a name of up to 15 bytes (slab.c rounds to
+ * 16), so that a million fit in the broker's memory budget (the id is kept as its 16
  * bytes, the name inside the node, resync generations in 32 bits). */
 struct pq_part {
 	struct cds_lfht_node by_name;
@@ -81,6 +94,13 @@ struct pq_part {
 	uint8_t id[16];
 	char name[];
 };
+
+/* The bytes of a partition whose name takes nlen bytes with its NUL. */
+static size_t
+part_size(size_t nlen)
+{
+	return sizeof(struct pq_part) + nlen;
+}
 
 /* A queue's partitions. Writers (serialised by pidx_write_mu) append in place while there is
  * room: p[n] is written first, then n is published with a release store, so a reader that
@@ -285,10 +305,10 @@ free_part(struct pq_part *p)
 
 		if (b != first)
 			atomic_fetch_sub(&pidx_n_blocks, 1);
-		free(b);
+		gb_free(b);
 		b = next;
 	}
-	free(p);
+	slab_free(p, part_size(strlen(p->name) + 1));
 }
 
 static void
@@ -583,8 +603,7 @@ add_part(const char *queue_id, const char *queue, const char *ns, const char *ta
 		drop_stale_name(q, named);
 	old = q->parts;
 	nlen = strlen(partition) + 1;
-	p = calloc(1, sizeof(*p) + nlen);
-	QASSERT(p != NULL);
+	p = slab_alloc(part_size(nlen));
 	memcpy(p->id, key->b, sizeof(p->id));
 	memcpy(p->name, partition, nlen);
 	p->q = q;
@@ -715,9 +734,8 @@ pidx_log_end(const char *pid, int64_t log_end)
 static struct gblock *
 gb_new(int n, uint64_t gh)
 {
-	struct gblock *b = calloc(1, sizeof(*b) + (size_t)n * sizeof(b->s[0]));
+	struct gblock *b = slab_alloc(gb_size(n));
 
-	QASSERT(b != NULL);
 	b->n = n;
 	for (int i = 0; i < n; i++)
 		atomic_store(&b->s[i].committed, -1);
@@ -743,7 +761,7 @@ find_slot(struct pq_part *p, uint64_t gh, int claim)
 			atomic_fetch_add(&pidx_n_slots, 1);
 			return &nb->s[0];
 		}
-		free(nb);	/* another group came first: look in its block */
+		gb_free(nb);	/* another group came first: look in its block */
 	}
 	for (;;) {
 		for (int i = 0; i < b->n; i++) {
@@ -766,7 +784,7 @@ find_slot(struct pq_part *p, uint64_t gh, int claim)
 				atomic_fetch_add(&pidx_n_blocks, 1);
 				return &nb->s[0];
 			}
-			free(nb);	/* another group appended first: look in its block */
+			gb_free(nb);	/* another group appended first: look in its block */
 		}
 		/* A block being trimmed away sends the claim back to the head. */
 		b = next == GB_END ? atomic_load(&p->groups) : next;
@@ -1039,7 +1057,7 @@ kill_slot(struct pq_part *p, uint64_t gh, struct dying *d)
 static void
 free_block_rcu(struct rcu_head *h)
 {
-	free(caa_container_of(h, struct gblock, rcu));
+	gb_free(caa_container_of(h, struct gblock, rcu));
 }
 
 /* Removes the empty blocks at the end of p's chain (never the first). Under pidx_write_mu,
