@@ -456,24 +456,25 @@ chunk_step(struct dbconn *c, const char *name, const char *sql, PGresult **out)
 	return e;
 }
 
-/* A connection's cursor on its current part of a statement of db_read_chunks. */
+/* A connection's cursor on its part of a statement of db_read_chunks. */
 struct chunk_part {
 	struct dbconn *c;
 	int sent;	/* a FETCH is in flight */
 	int open;	/* rows of the part may remain (else the cursor is closed) */
 };
 
-/* Declares the cursor of part k of st on p->c and sends its first FETCH. */
+/* Declares the cursor of part k of st (of `parts`) on p->c and sends its first FETCH. */
 static enum qe
-chunk_open(struct chunk_part *p, const struct db_chunked *st, int k, const char *fetch)
+chunk_open(struct chunk_part *p, const struct db_chunked *st, int k, int parts,
+	   const char *fetch)
 {
 	const struct sql_stmt *s = sql_get(st->id);
-	const char *params[2] = { st->bounds[k], st->bounds[k + 1] };
+	const char *params[2] = { st->bounds[k], k + 1 < parts ? st->bounds[k + 1] : NULL };
 	PGresult *res;
 	char *declare;
 	enum qe e;
 
-	QASSERT(s->nparams == 0 ? st->parts == 1 : s->nparams == 2);
+	QASSERT(s->nparams == 0 || s->nparams == 2);
 	QASSERT(asprintf(&declare, "DECLARE queen_chunks BINARY NO SCROLL CURSOR FOR %s",
 			 s->text) > 0);
 	res = s->nparams ? PQexecParams(p->c->pg, declare, s->nparams, NULL, params, NULL, NULL, 0)
@@ -515,37 +516,32 @@ chunk_next(struct chunk_part *p, const struct sql_stmt *s, int which, const char
 }
 
 /* Every row of statement `which` of db_read_chunks, chunk by chunk through a cursor on each
- * connection, their chunks taken in turn: each server computes its next chunk while the
- * others' are handed over. A connection done with its part opens the next part left. */
+ * connection that reads a part of it, their chunks taken in turn: each server computes its
+ * next chunk while the others' are handed over. */
 static enum qe
 chunk_read(struct dbconn *const *conns, int nconns, const struct db_chunked *st, int which,
 	   int (*fn)(void *arg, int which, const PGresult *rows), void *arg)
 {
-	struct chunk_part part[DB_MAX_PARTS];
+	struct chunk_part part[DB_MAX_CONNS];
+	int parts = sql_get(st->id)->nparams ? nconns : 1, open;
 	char fetch[64];
 	enum qe e = QE_OK;
-	int next = 0, open;
 
 	snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM queen_chunks", DB_CHUNK_ROWS);
-	if (nconns > st->parts)
-		nconns = st->parts;
-	for (int k = 0; k < nconns; k++)
+	for (int k = 0; k < parts; k++)
 		part[k] = (struct chunk_part){ .c = conns[k] };
-	for (int k = 0; k < nconns && e == QE_OK; k++)
-		e = chunk_open(&part[k], st, next++, fetch);
+	for (int k = 0; k < parts && e == QE_OK; k++)
+		e = chunk_open(&part[k], st, k, parts, fetch);
 	do {
 		open = 0;
-		for (int k = 0; k < nconns && e == QE_OK; k++) {
-			if (!part[k].open)
-				continue;
-			e = chunk_next(&part[k], sql_get(st->id), which, fetch, fn, arg);
-			if (e == QE_OK && !part[k].open && next < st->parts)
-				e = chunk_open(&part[k], st, next++, fetch);
+		for (int k = 0; k < parts && e == QE_OK; k++) {
+			if (part[k].open)
+				e = chunk_next(&part[k], sql_get(st->id), which, fetch, fn, arg);
 			open += part[k].open;
 		}
 	} while (e == QE_OK && open > 0);
 	/* A part that failed or stopped leaves the others' FETCHes in flight. */
-	for (int k = 0; k < nconns; k++)
+	for (int k = 0; k < parts; k++)
 		if (part[k].sent)
 			PQclear(sent_result(part[k].c->pg));
 	return e;
@@ -594,15 +590,13 @@ db_read_chunks(struct dbconn *const *conns, int nconns, const struct db_chunked 
 	const char *name = sql_get(st[0].id)->name;
 	enum qe e = QE_OK;
 
-	QASSERT(nconns >= 1 && nconns <= DB_MAX_PARTS);
+	QASSERT(nconns >= 1 && nconns <= DB_MAX_CONNS);
 	for (int k = 0; k < nconns && e == QE_OK; k++)
 		e = db_ensure(conns[k]) == QE_OK ? QE_OK : QE_DB;
 	if (e == QE_OK)
 		e = chunk_begin(conns, nconns, name);
-	for (int i = 0; i < n && e == QE_OK; i++) {
-		QASSERT(st[i].parts >= 1 && st[i].parts <= DB_MAX_PARTS);
+	for (int i = 0; i < n && e == QE_OK; i++)
 		e = chunk_read(conns, nconns, &st[i], i, fn, arg);
-	}
 	/* The others first: the snapshot was exported by conns[0]'s transaction. */
 	for (int k = nconns - 1; k >= 0; k--) {
 		PGconn *pg = conns[k]->pg;

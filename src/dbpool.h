@@ -55,17 +55,16 @@ enum qe db_exec_json(struct dbconn *c, enum sql_id id, const char *const *params
  * partitions' rows. */
 #define DB_CHUNK_ROWS 5000
 
-/* The most parts a statement of db_read_chunks is read in, and connections it reads with. */
-#define DB_MAX_PARTS 16
+/* The most connections db_read_chunks reads with. */
+#define DB_MAX_CONNS 4
 
-/* A statement of db_read_chunks, read in `parts` parts: it takes no parameter (parts 1), or
- * two, which part k gets as bounds[k] and bounds[k + 1] (text, NULL for none), so that the
- * parts cover its rows between them. The connections read parts side by side, each taking
- * the next part left when done with one. */
+/* A statement of db_read_chunks. One without parameters is read on the first connection.
+ * One that takes two is read in as many parts as there are connections, part k on
+ * connection k with parameters bounds[k] and bounds[k + 1] (text; the last part's second is
+ * NULL, for none), so that the parts cover its rows between them. */
 struct db_chunked {
 	enum sql_id id;
-	int parts;
-	const char *bounds[DB_MAX_PARTS + 1];
+	const char *bounds[DB_MAX_CONNS];
 };
 
 /* Runs statements st[0..n), in that order, through cursors in read-only transactions on

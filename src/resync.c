@@ -179,29 +179,27 @@ load_rows(void *arg, int which, const PGresult *res)
 	return !atomic_load(ld->stop);
 }
 
-/* The statement of the snapshot that reads table `col` of SQL_INDEX_PAGES in `parts` parts
- * of as many of its pages each (the last to the end, pages added since included). */
+/* The bounds of the parts of table `col` of SQL_INDEX_PAGES, read on `parts` connections:
+ * as many of its pages each, the last to the end (pages added since included). */
 static void
 cut_pages(struct db_chunked *st, int parts, const PGresult *pages, int col,
 	  char bounds[][24])
 {
 	long long n = pages ? atoll(PQgetvalue(pages, 0, col)) : 0;
 
-	st->parts = parts;
 	for (int k = 0; k < parts; k++) {
 		snprintf(bounds[k], 24, "%lld", n * k / parts);
 		st->bounds[k] = bounds[k];
 	}
-	st->bounds[parts] = NULL;
 }
 
 int
 resync_run(struct dbconn *db, struct dbconn *helper, const _Atomic int *stop)
 {
 	struct db_chunked snapshot[] = {
-		{ SQL_INDEX_QUEUES, 1, { NULL } },
-		{ SQL_INDEX_PARTITIONS, 1, { NULL } },
-		{ SQL_INDEX_CURSORS, 1, { NULL } },
+		{ SQL_INDEX_QUEUES, { NULL } },
+		{ SQL_INDEX_PARTITIONS, { NULL } },
+		{ SQL_INDEX_CURSORS, { NULL } },
 	};
 	struct dbconn *conns[2] = { db, helper };
 	int nconns = helper && db_ensure(helper) == QE_OK ? 2 : 1;
