@@ -181,6 +181,11 @@ DECLARE
 	v_round int;
 	v_src int;
 	v_big bool;
+	v_seen uuid[];		-- what the scan of every partition read, for the broker to learn
+	v_pos bigint[];
+	v_end bigint[];
+	v_lexp timestamptz[];
+	v_has bool[];
 BEGIN
 	IF v_batch < 1 OR v_width < 1 THEN
 		RETURN;
@@ -441,15 +446,38 @@ BEGIN
 							queen_cursor_lock_class(),
 							hashtext(u.pid::text || v_group)) END);
 			END IF;
+			-- One pass over the partitions.  The candidates are those with something to
+			-- deliver: a cursor with work and no live lease, or none and a start (implied
+			-- by the subscription) that leaves work; a pop that names its partition pins
+			-- a cursor there all the same.  Beside them, where the group stands on each
+			-- partition read, which the broker learns when nothing is claimed.  A group
+			-- that starts at the end of 1,000,000 partitions costs this one read (and
+			-- their rows to the broker), not an insert and a claim over all of them, twice.
 			v_cand := NULL;
 			v_missing := 0;
-			EXECUTE 'SELECT array_agg(p.id ORDER BY c.updated_at NULLS FIRST, p.id),
-				       count(*) FILTER (WHERE c.partition_id IS NULL)
+			EXECUTE 'SELECT array_agg(p.id ORDER BY c.updated_at NULLS FIRST, p.id)
+					FILTER (WHERE k.work),
+				       count(*) FILTER (WHERE k.work AND c.partition_id IS NULL),
+				       array_agg(p.id), array_agg(k.pos), array_agg(pl.next_offset - 1),
+				       array_agg(c.lease_expires_at), array_agg(c.partition_id IS NOT NULL)
 				FROM queen_partitions p
 				CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
 								  p.kept_last_created_at) pl
 				LEFT JOIN queen_cursors c ON c.partition_id = p.id
 					AND c.group_name = $3
+				LEFT JOIN queen_subscriptions s ON s.group_name = $3
+					AND s.queue_id = p.queue_id
+				CROSS JOIN LATERAL (
+					SELECT x.pos, x.pos < pl.next_offset - 1
+						      OR ($2::text IS NOT NULL AND c.partition_id IS NULL)
+						      AS work
+					FROM (SELECT CASE WHEN c.partition_id IS NOT NULL
+							  THEN greatest(c.committed, p.log_start - 1)
+							  ELSE greatest(queen_cursor_start(p.id,
+								p.log_start, pl.next_offset, p.created_at,
+								pl.last_created_at, s.start_at),
+								p.log_start - 1)
+						     END AS pos) x) k
 				WHERE p.queue_id = ANY ($1)
 				  AND ($2::text IS NULL OR p.name = $2)
 				  AND pl.next_offset > p.log_start
@@ -457,7 +485,8 @@ BEGIN
 				       OR (pl.next_offset - 1 > greatest(c.committed, p.log_start - 1)
 					   AND (c.lease_expires_at IS NULL
 						OR c.lease_expires_at <= now())))'
-			INTO v_cand, v_missing USING v_queues, p_partition, v_group;
+			INTO v_cand, v_missing, v_seen, v_pos, v_end, v_lexp, v_has
+			USING v_queues, p_partition, v_group;
 		END IF;
 		CONTINUE WHEN v_cand IS NULL;
 
@@ -547,7 +576,7 @@ BEGIN
 		-- NULL where the cursor is only implied by the start, its lease), so that
 		-- its index stops offering them until they change: first contact with 100,000
 		-- partitions is read once, not once per pop.
-		v_cand := coalesce(p_candidates, '{}') || coalesce(v_cand, '{}');
+		v_cand := coalesce(p_candidates, '{}');
 		IF cardinality(v_cand) > 0 THEN
 			RETURN QUERY
 			SELECT p.id, NULL::text, NULL::text, NULL::bigint, NULL::uuid[], NULL::text[],
@@ -566,6 +595,13 @@ BEGIN
 			LEFT JOIN queen_subscriptions s ON s.group_name = v_group
 				AND s.queue_id = p.queue_id;
 		END IF;
+		-- The scan of every partition said it already, in the same columns.  A candidate
+		-- read by both comes twice, with the same answer.
+		RETURN QUERY
+		SELECT u.pid, NULL::text, NULL::text, NULL::bigint, NULL::uuid[], NULL::text[],
+		       NULL::text[], NULL::text[], NULL::timestamptz, CASE WHEN u.has THEN 0 END,
+		       u.pos, u.lend, u.lexp, NULL::text[]
+		FROM unnest(v_seen, v_pos, v_end, v_lexp, v_has) AS u (pid, pos, lend, lexp, has);
 		RETURN;
 	END IF;
 
