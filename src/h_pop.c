@@ -22,10 +22,13 @@
 #include "uuid.h"
 #include "workers.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_BATCH 10000
+/* Rows of cursors learned by one pop past which their memory is handed back at once. */
+#define LEARN_TRIM_ROWS 100000
 #define MAX_CANDIDATES 256
 
 struct pop_job {
@@ -419,7 +422,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 	struct pidx_cand *cands = NULL;
 	struct strbuf cand_sb;
 	char lease_id[UUID_STR_LEN], batch[24], width[24], lease_s[24];
-	int n = -1, held = 0, more = 0;
+	int n = -1, held = 0, more = 0, learned = 0;
 	int64_t parts = j->partitions;
 	int autop = j->autopilot && !j->partitions_sent;
 	uint64_t mark;
@@ -521,11 +524,16 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 	if (PQntuples(res) > 0 && PQgetisnull(res, 0, 3)) {
 		learn_cursors(j, res, mark);
 		t->refused = more;
+		learned = PQntuples(res);
 	} else if (PQntuples(res) > 0) {
 		render(r, j, res, lease_id, (int)parts);
 		t->delivered = 1;
 	}
 	PQclear(res);
+	/* A group's first contact with a million partitions is a result of a million rows, a
+	 * few hundred MiB of libpq's small blocks: their pages go back to the system now. */
+	if (learned >= LEARN_TRIM_ROWS)
+		malloc_trim(0);
 	return QE_OK;
 }
 
