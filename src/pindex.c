@@ -575,7 +575,8 @@ labels_differ(struct pq_queue *q, const char *ns, const char *task)
  * core of pidx_learn, under pidx_write_mu and a read-side section. as_of > 0: the row comes
  * from the snapshot of resync as_of, and is left out (NULL) when a partition of the same
  * name was learned since that resync began (a queue created again after the snapshot) or
- * this broker deleted its queue since: it must not bring the old incarnation back. */
+ * this broker deleted its queue since: it must not bring the old incarnation back; what it
+ * returns is marked seen by that resync here, not looked up again by the sweep. */
 static struct pq_part *
 add_part(const char *queue_id, const char *queue, const char *ns, const char *task,
 	 const struct pid_key *key, const char *partition, int64_t log_end, uint64_t as_of)
@@ -588,6 +589,8 @@ add_part(const char *queue_id, const char *queue, const char *ns, const char *ta
 
 	if (p) {
 		atomic_max(&p->log_end, log_end);
+		if (as_of > 0)
+			atomic_store(&p->seen, (uint32_t)as_of);
 		return p;
 	}
 	h = hash_pair(queue, partition);
@@ -608,6 +611,7 @@ add_part(const char *queue_id, const char *queue, const char *ns, const char *ta
 	memcpy(p->name, partition, nlen);
 	p->q = q;
 	p->born = (uint32_t)atomic_load(&sweep_gen);
+	atomic_store(&p->seen, (uint32_t)as_of);
 	atomic_store(&p->log_end, log_end);
 	cds_lfht_add(ht_ids, key->h, &p->by_id);
 	atomic_fetch_add(&pidx_n_parts, 1);
@@ -631,21 +635,12 @@ add_part(const char *queue_id, const char *queue, const char *ns, const char *ta
 	return p;
 }
 
-/* pidx_learn, as_of as for add_part. */
+/* learn past its lookup: for a caller that has just missed key or seen its labels differ. */
 static void
-learn(const char *queue_id, const char *queue, const char *ns, const char *task,
-      const struct pid_key *key, const char *partition, int64_t log_end, uint64_t as_of)
+learn_locked(const char *queue_id, const char *queue, const char *ns, const char *task,
+	     const struct pid_key *key, const char *partition, int64_t log_end, uint64_t as_of)
 {
 	struct pq_part *p;
-
-	urcu_memb_read_lock();
-	p = find_key(key);
-	if (p && !labels_differ(p->q, ns, task)) {
-		atomic_max(&p->log_end, log_end);
-		urcu_memb_read_unlock();
-		return;
-	}
-	urcu_memb_read_unlock();
 
 	pthread_mutex_lock(&pidx_write_mu);
 	urcu_memb_read_lock();
@@ -667,6 +662,24 @@ learn(const char *queue_id, const char *queue, const char *ns, const char *task,
 	}
 	urcu_memb_read_unlock();
 	pthread_mutex_unlock(&pidx_write_mu);
+}
+
+/* pidx_learn, as_of as for add_part. */
+static void
+learn(const char *queue_id, const char *queue, const char *ns, const char *task,
+      const struct pid_key *key, const char *partition, int64_t log_end, uint64_t as_of)
+{
+	struct pq_part *p;
+
+	urcu_memb_read_lock();
+	p = find_key(key);
+	if (p && !labels_differ(p->q, ns, task)) {
+		atomic_max(&p->log_end, log_end);
+		urcu_memb_read_unlock();
+		return;
+	}
+	urcu_memb_read_unlock();
+	learn_locked(queue_id, queue, ns, task, key, partition, log_end, as_of);
 }
 
 static void (*pidx_push_hook)(const struct pidx_push *v, size_t n);
@@ -1173,17 +1186,17 @@ pidx_sweep_partition(const struct pidx_sweep *sw, const struct pidx_part_row *ro
 	urcu_memb_read_lock();
 	p = find_key(&key);
 	advanced = !p || atomic_max(&p->log_end, row->log_end);
-	if (!p || labels_differ(p->q, row->ns, row->task)) {
-		/* New, or its queue relabelled by a configure: under the write lock. */
-		urcu_memb_read_unlock();
-		learn(row->queue_id, row->queue, row->ns, row->task, &key, row->partition,
-		      row->log_end, sw->gen);
-		urcu_memb_read_lock();
-		p = find_key(&key);
-	}
-	if (p)
+	if (p && !labels_differ(p->q, row->ns, row->task)) {
 		atomic_store(&p->seen, (uint32_t)sw->gen);
+		urcu_memb_read_unlock();
+		return advanced;
+	}
+	/* New, or its queue relabelled by a configure: under the write lock, which marks it
+	 * seen (a million new partitions at start-up were five lookups each, two of them
+	 * this one's again). */
 	urcu_memb_read_unlock();
+	learn_locked(row->queue_id, row->queue, row->ns, row->task, &key, row->partition,
+		     row->log_end, sw->gen);
 	return advanced;
 }
 

@@ -1,12 +1,14 @@
-/* Unit tests of pindex's pop candidates: which partitions a pop is offered (work past the
- * group's cursor, no live lease), whether the group holds a cursor row there, and the rotor
- * that brings every partition first in turn. */
+/* Unit tests of pindex: the pop candidates (which partitions a pop is offered: work past the
+ * group's cursor, no live lease), whether the group holds a cursor row there, the rotor
+ * that brings every partition first in turn; and the resync's sweep, which keeps what its
+ * snapshot holds and drops the rest. */
 #include "pindex.h"
 #include "tap.h"
 #include "uuid.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define QID "0190f5c2-0000-7000-8000-0000000000aa"
@@ -40,6 +42,60 @@ wall_ms(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int
+group_known(void *arg, const char *queue, uint64_t group_hash)
+{
+	(void)arg;
+	(void)queue;
+	(void)group_hash;
+	return 1;
+}
+
+/* One resync's rows: the partitions of q but those from `skip` on, labelled (ns, task), and
+ * partition "pnew" under id NEW. */
+#define NEW "5a1b2c3d-0000-4000-8000-0000000000ff"
+
+static void
+sweep_rows(int skip, const char *ns, const char *task)
+{
+	struct pidx_sweep sw = pidx_sweep_begin();
+	uint8_t id[16];
+	char name[16];
+
+	for (int i = 0; i <= skip && i <= NPARTS; i++) {
+		struct pidx_part_row row = { .queue_id = QID, .queue = "q", .ns = ns,
+					     .task = task, .pid = id, .log_end = 4 };
+
+		snprintf(name, sizeof(name), "p%d", i);
+		row.partition = i < skip ? name : "pnew";
+		if (uuid_parse(i < skip ? pids[i] : NEW, id) != 0)
+			abort();
+		pidx_sweep_partition(&sw, &row);
+	}
+	pidx_sweep_end(&sw, group_known, NULL);
+}
+
+/* A resync keeps what its snapshot holds, new, relabelled by a configure or unchanged, and
+ * drops what it does not (learned before it began). */
+static void
+sweeps(void)
+{
+	long nq, np, ng, nb;
+	char ns[32], task[32];
+
+	sweep_rows(NPARTS, "billing", "invoices");
+	pidx_size(&nq, &np, &ng, &nb);
+	is_int(np, NPARTS + 1, "a sweep that relabels the queue keeps its partitions, adds one");
+	ok(pidx_queue_labels("q", ns, sizeof(ns), task, sizeof(task)) != 0 &&
+	   strcmp(ns, "billing") == 0 && strcmp(task, "invoices") == 0, "labels %s/%s", ns, task);
+	sweep_rows(NPARTS, "billing", "invoices");
+	pidx_size(&nq, &np, &ng, &nb);
+	is_int(np, NPARTS + 1, "the next sweep, labels unchanged: all kept");
+	sweep_rows(NPARTS - 3, "billing", "invoices");
+	pidx_size(&nq, &np, &ng, &nb);
+	is_int(np, NPARTS - 2, "three partitions gone from the snapshot: dropped");
 }
 
 int
@@ -104,6 +160,7 @@ main(void)
 	}
 	ok(distinct >= 8, "ten pops start at %d of 10 partitions", distinct);
 
+	sweeps();
 	pidx_thread_offline();
 	printf("1..%d\n", tap_n);
 	return tap_failed != 0;
