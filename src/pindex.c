@@ -1206,28 +1206,33 @@ pidx_sweep_cursor(const struct pidx_sweep *sw, const struct pidx_cursor_row *row
 	uint64_t gh = pidx_group_hash(row->group);
 	struct pq_part *p;
 	struct pid_key key;
+	char *queue = NULL;	/* the partition's queue, when a tombstone may name it */
 	int slot_made = 0;
 
-	if (pidx_sweep_buried(row->queue, row->group))
-		return;
 	pid_key_bytes(row->pid, &key);
 	urcu_memb_read_lock();
 	p = find_key(&key);
 	if (p) {
-		struct gslot *s = find_slot(p, gh, 1);
+		struct gslot *s;
 
+		if (atomic_load(&tomb_n) > 0)
+			queue = xstrdup(p->q->name);
+		s = queue && pidx_sweep_buried(queue, row->group) ? NULL : find_slot(p, gh, 1);
 		if (s) {
 			slot_set(s, row->committed, row->lease_until, 0, sw->mark, 0);
 			atomic_store(&s->seen, (uint32_t)sw->gen);
 			slot_made = 1;
+			if (!queue && atomic_load(&tomb_n) > 0)
+				queue = xstrdup(p->q->name);
 		}
 	}
 	urcu_memb_read_unlock();
 	/* The group's tombstone was asked before the slot was set, outside the write lock: a
 	 * delete that laid it since may have emptied the slots before this one came back.
 	 * Asked again now, either it is there, or the delete's own sweep comes after the slot. */
-	if (slot_made && (pidx_sweep_buried(row->queue, row->group) & BURIED_GROUP))
-		pidx_forget_group(row->queue, gh);
+	if (slot_made && queue && (pidx_sweep_buried(queue, row->group) & BURIED_GROUP))
+		pidx_forget_group(queue, gh);
+	free(queue);
 }
 
 /* The slots of p whose group the sweep found nowhere: no cursor row in the snapshot, no

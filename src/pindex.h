@@ -117,9 +117,9 @@ struct pidx_part_row {
 	const uint8_t *pid;		/* its id's 16 bytes */
 	int64_t log_end;
 };
-/* A group's cursor on a partition of the snapshot. */
+/* A group's cursor on a partition of the snapshot (its queue is the partition's). */
 struct pidx_cursor_row {
-	const char *queue, *group;
+	const char *group;
 	const uint8_t *pid;
 	int64_t committed, lease_until;
 };

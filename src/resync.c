@@ -68,6 +68,13 @@ struct snap_queue {
 	char *name, *ns, *task;
 };
 
+/* A partition whose log start is past 0 (retention deleted its first segments): a cursor
+ * below it counts as at it. */
+struct snap_start {
+	uint8_t pid[16];
+	int64_t log_start;
+};
+
 struct snapshot_load {
 	struct pidx_sweep sw;
 	const _Atomic int *stop;
@@ -75,6 +82,9 @@ struct snapshot_load {
 	struct snap_queue *q;
 	size_t nq, cap;
 	int sorted;
+	struct snap_start *starts;	/* read with the partitions, sorted for the cursors */
+	size_t nstarts, capstarts;
+	int starts_sorted;
 };
 
 static int
@@ -133,33 +143,65 @@ row_queue(struct snapshot_load *ld, const PGresult *res, int i, int col)
 	return bsearch(&key, ld->q, ld->nq, sizeof(ld->q[0]), queue_cmp);
 }
 
-/* A row of the partitions' read (which 1) or of the cursors' (2): both name the queue by
- * id in column 0 and the partition in column 1. */
+static int
+start_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct snap_start *)a)->pid, ((const struct snap_start *)b)->pid, 16);
+}
+
+/* A row of the partitions' read: its queue by id in column 0, then id, name, log end and
+ * log start. */
 static void
-load_row(struct snapshot_load *ld, int which, const PGresult *res, int i)
+load_partition(struct snapshot_load *ld, const PGresult *res, int i)
 {
 	const struct snap_queue *q = row_queue(ld, res, i, 0);
 	const uint8_t *pid = pgbin_uuid_bytes(res, i, 1);
+	int64_t log_start = pgbin_i64(res, i, 4);
+	struct pidx_part_row p;
 
 	if (!q || !pid)
 		return;
-	if (which == 1) {
-		struct pidx_part_row p = {
-			.queue_id = q->id_text, .queue = q->name, .ns = q->ns, .task = q->task,
-			.partition = PQgetvalue(res, i, 2), .pid = pid,
-			.log_end = pgbin_i64(res, i, 3),
-		};
-
-		ld->advanced += pidx_sweep_partition(&ld->sw, &p);
-	} else {
-		struct pidx_cursor_row c = {
-			.queue = q->name, .group = PQgetvalue(res, i, 2), .pid = pid,
-			.committed = pgbin_i64(res, i, 3),
-			.lease_until = PQgetisnull(res, i, 4) ? 0 : pgbin_ts_ms(res, i, 4),
-		};
-
-		pidx_sweep_cursor(&ld->sw, &c);
+	p = (struct pidx_part_row){
+		.queue_id = q->id_text, .queue = q->name, .ns = q->ns, .task = q->task,
+		.partition = PQgetvalue(res, i, 2), .pid = pid, .log_end = pgbin_i64(res, i, 3),
+	};
+	ld->advanced += pidx_sweep_partition(&ld->sw, &p);
+	if (log_start <= 0)
+		return;
+	if (ld->nstarts == ld->capstarts) {
+		ld->capstarts = ld->capstarts ? 2 * ld->capstarts : 256;
+		ld->starts = realloc(ld->starts, ld->capstarts * sizeof(ld->starts[0]));
+		QASSERT(ld->starts != NULL);
 	}
+	memcpy(ld->starts[ld->nstarts].pid, pid, 16);
+	ld->starts[ld->nstarts++].log_start = log_start;
+}
+
+/* A row of the cursors' read: partition id, group, committed, lease expiry. */
+static void
+load_cursor(struct snapshot_load *ld, const PGresult *res, int i)
+{
+	const uint8_t *pid = pgbin_uuid_bytes(res, i, 0);
+	struct snap_start key, *st;
+	struct pidx_cursor_row c;
+
+	if (!pid)
+		return;
+	c = (struct pidx_cursor_row){
+		.group = PQgetvalue(res, i, 1), .pid = pid, .committed = pgbin_i64(res, i, 2),
+		.lease_until = PQgetisnull(res, i, 3) ? 0 : pgbin_ts_ms(res, i, 3),
+	};
+	if (ld->nstarts > 0) {
+		if (!ld->starts_sorted) {
+			qsort(ld->starts, ld->nstarts, sizeof(ld->starts[0]), start_cmp);
+			ld->starts_sorted = 1;
+		}
+		memcpy(key.pid, pid, 16);
+		st = bsearch(&key, ld->starts, ld->nstarts, sizeof(ld->starts[0]), start_cmp);
+		if (st && c.committed < st->log_start - 1)
+			c.committed = st->log_start - 1;
+	}
+	pidx_sweep_cursor(&ld->sw, &c);
 }
 
 /* One chunk of the snapshot into the index; then the tables grow to the partitions known,
@@ -173,8 +215,12 @@ load_rows(void *arg, int which, const PGresult *res)
 	if (which == 0)
 		load_queues(ld, res);
 	else
-		for (int i = 0; i < PQntuples(res); i++)
-			load_row(ld, which, res, i);
+		for (int i = 0; i < PQntuples(res); i++) {
+			if (which == 1)
+				load_partition(ld, res, i);
+			else
+				load_cursor(ld, res, i);
+		}
 	pidx_fit(0);
 	return !atomic_load(ld->stop);
 }
@@ -234,6 +280,7 @@ resync_run(struct dbconn *db, struct dbconn *helper, const _Atomic int *stop)
 		free(ld.q[i].task);
 	}
 	free(ld.q);
+	free(ld.starts);
 	if (e != QE_OK)
 		return -1;
 	/* After the snapshot: a group that got its stored start meanwhile is known too. */

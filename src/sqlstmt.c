@@ -57,10 +57,10 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_INDEX_QUEUES] = { "index_queues",
 		"SELECT id, name, namespace, task FROM queen_queues", 0 },
 	[SQL_INDEX_PARTITIONS] = { "index_partitions",
-		"SELECT queue_id, partition_id, partition_name, log_end "
+		"SELECT queue_id, partition_id, partition_name, log_end, log_start "
 		"FROM queen_snapshot_partitions($1::bigint, $2::bigint)", 2 },
 	[SQL_INDEX_CURSORS] = { "index_cursors",
-		"SELECT queue_id, partition_id, group_name, committed, lease_expires_at "
+		"SELECT partition_id, group_name, committed, lease_expires_at "
 		"FROM queen_snapshot_cursors($1::bigint, $2::bigint)", 2 },
 	[SQL_INDEX_PAGES] = { "index_pages",
 		"SELECT queen_pages('queen_partitions'), queen_pages('queen_cursors')", 0 },

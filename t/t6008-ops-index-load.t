@@ -89,4 +89,32 @@ is($ix->{partitions}, 12345, 'all 12,345 partitions');
 is($ix->{groupSlots}, 1001, "the 1,000 cursors of g1, and queue mode's on the one it popped");
 is(drain($C, 'load-odd', 'g1', 5000), 1345, 'g1 goes on where it was: the 1,345 it had not read');
 
+# A cursor below its partition's log start counts as at it. Six partitions of four messages
+# (offsets 0-3, a segment each); g2 acks offset 0 of each; then the first three segments go
+# as retention deletes them, so that each partition holds one message for g2. A broker that
+# loaded g2's cursors as they are stored would see three messages left on each, and
+# autopilot would claim two partitions for a batch of six.
+for my $round (0 .. 3) {
+	my ($s) = $C->push_items(map { +{ queue => 'load-start', partition => "s$_",
+		payload => { i => $round } } } 1 .. 6);
+	die "push to load-start: $s\n" unless $s == 201;
+}
+for my $i (1 .. 6) {
+	my ($s, $b) = $C->pop('load-start', partition => "s$i", consumerGroup => 'g2', batch => 1,
+		subscriptionMode => 'all');
+	die "pop of s$i: $s\n" unless $s == 200;
+	$C->ack_all($b);
+}
+is($C->stop, 0, 'g2 acked the first message of six partitions; the broker stops');
+$pg->psql(q{DELETE FROM queen_segments s USING queen_partitions p, queen_queues q
+	WHERE s.partition_id = p.id AND p.queue_id = q.id AND q.name = 'load-start'
+	  AND s.end_offset <= 2});
+$pg->psql(q{UPDATE queen_partitions p SET log_start = 3 FROM queen_queues q
+	WHERE p.queue_id = q.id AND q.name = 'load-start'});
+my $D = start_queend();
+($s, $b) = $D->pop('load-start', consumerGroup => 'g2', batch => 6, autopilot => 'true');
+is($s, 200, 'a broker started then pops for g2');
+is_deeply([ map { $_->{data}{i} } @{ $b->{messages} } ], [ (3) x 6 ],
+	'the one message left on each of the six partitions, in one pop');
+
 done_testing();

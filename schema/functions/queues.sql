@@ -226,7 +226,7 @@ END
 $$;
 
 -- The broker's partition index is rebuilt from the queues, then these two, read in one
--- snapshot (src/resync.c): every partition with its log end, then every cursor. A
+-- snapshot (src/resync.c): every partition with its log end and start, then every cursor. A
 -- partition's row names its queue by id only: the queue's name and labels come once, not a
 -- million times.  Each reads the rows of its table's pages [p_from, p_to) (p_to NULL: to
 -- the end), so that connections sharing one snapshot read the pages in parts side by side:
@@ -245,23 +245,25 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 CREATE FUNCTION queen_snapshot_partitions(p_from bigint DEFAULT 0, p_to bigint DEFAULT NULL)
-RETURNS TABLE (queue_id uuid, partition_id uuid, partition_name text, log_end bigint)
+RETURNS TABLE (queue_id uuid, partition_id uuid, partition_name text, log_end bigint,
+	       log_start bigint)
 LANGUAGE sql STABLE AS $$
-	SELECT p.queue_id, p.id, p.name, pl.next_offset - 1
+	SELECT p.queue_id, p.id, p.name, pl.next_offset - 1, p.log_start
 	FROM queen_partitions p
 	CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) pl
 	WHERE p.ctid >= queen_page_tid(p_from) AND p.ctid < queen_page_tid(p_to)
 $$;
 
+-- The cursors alone: a committed offset below its partition's log start counts as at it,
+-- and the broker, which has just read the log starts above, raises it there.  A join with
+-- the partitions here hashed all of them in each part: a million cursors read in two halves
+-- took 0.83-1.9 s a half, 0.12 s without it.
 CREATE FUNCTION queen_snapshot_cursors(p_from bigint DEFAULT 0, p_to bigint DEFAULT NULL)
-RETURNS TABLE (queue_id uuid, partition_id uuid, group_name text, committed bigint,
+RETURNS TABLE (partition_id uuid, group_name text, committed bigint,
 	       lease_expires_at timestamptz)
 LANGUAGE sql STABLE AS $$
-	SELECT p.queue_id, c.partition_id, c.group_name,
-	       greatest(c.committed, p.log_start - 1),	-- below the log start = at it
-	       c.lease_expires_at
+	SELECT c.partition_id, c.group_name, c.committed, c.lease_expires_at
 	FROM queen_cursors c
-	JOIN queen_partitions p ON p.id = c.partition_id
 	WHERE c.ctid >= queen_page_tid(p_from) AND c.ctid < queen_page_tid(p_to)
 $$;
 
