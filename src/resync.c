@@ -61,6 +61,49 @@ group_known(void *arg, const char *queue, uint64_t gh)
 	       bsearch(key, k->pair, (size_t)k->n, sizeof(k->pair[0]), pair_cmp) != NULL;
 }
 
+/* Rows kept while the snapshot loads, each beginning with the 16 bytes of its id: added as
+ * read, sorted once at the first lookup (every add comes before it), found by bsearch. */
+struct id_table {
+	void *v;
+	size_t n, cap, size;
+	int sorted;
+};
+
+static int
+id_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, 16);
+}
+
+/* A new row of t, its id set to id. */
+static void *
+id_add(struct id_table *t, const uint8_t *id)
+{
+	void *e;
+
+	QASSERT(!t->sorted);
+	if (t->n == t->cap) {
+		t->cap = t->cap ? 2 * t->cap : 64;
+		t->v = realloc(t->v, t->cap * t->size);
+		QASSERT(t->v != NULL);
+	}
+	e = (char *)t->v + t->n++ * t->size;
+	memcpy(e, id, 16);
+	return e;
+}
+
+static void *
+id_find(struct id_table *t, const uint8_t *id)
+{
+	if (t->n == 0)
+		return NULL;
+	if (!t->sorted) {
+		qsort(t->v, t->n, t->size, id_cmp);
+		t->sorted = 1;
+	}
+	return bsearch(id, t->v, t->n, t->size, id_cmp);
+}
+
 /* The queues of the snapshot, by id: a partition's row names its queue by id only. */
 struct snap_queue {
 	uint8_t id[16];
@@ -79,19 +122,9 @@ struct snapshot_load {
 	struct pidx_sweep sw;
 	const _Atomic int *stop;
 	int advanced;
-	struct snap_queue *q;
-	size_t nq, cap;
-	int sorted;
-	struct snap_start *starts;	/* read with the partitions, sorted for the cursors */
-	size_t nstarts, capstarts;
-	int starts_sorted;
+	struct id_table queues;		/* struct snap_queue */
+	struct id_table starts;		/* struct snap_start: with the partitions, for the cursors */
 };
-
-static int
-queue_cmp(const void *a, const void *b)
-{
-	return memcmp(((const struct snap_queue *)a)->id, ((const struct snap_queue *)b)->id, 16);
-}
 
 static char *
 dup(const char *s)
@@ -111,13 +144,7 @@ load_queues(struct snapshot_load *ld, const PGresult *res)
 
 		if (!id)
 			continue;
-		if (ld->nq == ld->cap) {
-			ld->cap = ld->cap ? 2 * ld->cap : 64;
-			ld->q = realloc(ld->q, ld->cap * sizeof(ld->q[0]));
-			QASSERT(ld->q != NULL);
-		}
-		q = &ld->q[ld->nq++];
-		memcpy(q->id, id, 16);
+		q = id_add(&ld->queues, id);
 		uuid_format(id, q->id_text);
 		q->name = dup(PQgetvalue(res, i, 1));
 		q->ns = dup(PQgetvalue(res, i, 2));
@@ -125,37 +152,14 @@ load_queues(struct snapshot_load *ld, const PGresult *res)
 	}
 }
 
-/* The queue of column col of row i, or NULL (a row without one cannot be: the snapshot has
- * every queue its partitions name). */
-static const struct snap_queue *
-row_queue(struct snapshot_load *ld, const PGresult *res, int i, int col)
-{
-	const uint8_t *id = pgbin_uuid_bytes(res, i, col);
-	struct snap_queue key;
-
-	if (!id)
-		return NULL;
-	if (!ld->sorted) {
-		qsort(ld->q, ld->nq, sizeof(ld->q[0]), queue_cmp);
-		ld->sorted = 1;
-	}
-	memcpy(key.id, id, 16);
-	return bsearch(&key, ld->q, ld->nq, sizeof(ld->q[0]), queue_cmp);
-}
-
-static int
-start_cmp(const void *a, const void *b)
-{
-	return memcmp(((const struct snap_start *)a)->pid, ((const struct snap_start *)b)->pid, 16);
-}
-
 /* A row of the partitions' read: its queue by id in column 0, then id, name, log end and
  * log start. */
 static void
 load_partition(struct snapshot_load *ld, const PGresult *res, int i)
 {
-	const struct snap_queue *q = row_queue(ld, res, i, 0);
-	const uint8_t *pid = pgbin_uuid_bytes(res, i, 1);
+	const uint8_t *qid = pgbin_uuid_bytes(res, i, 0), *pid = pgbin_uuid_bytes(res, i, 1);
+	/* NULL cannot be: the snapshot has every queue its partitions name. */
+	const struct snap_queue *q = qid ? id_find(&ld->queues, qid) : NULL;
 	int64_t log_start = pgbin_i64(res, i, 4);
 	struct pidx_part_row p;
 
@@ -166,15 +170,8 @@ load_partition(struct snapshot_load *ld, const PGresult *res, int i)
 		.partition = PQgetvalue(res, i, 2), .pid = pid, .log_end = pgbin_i64(res, i, 3),
 	};
 	ld->advanced += pidx_sweep_partition(&ld->sw, &p);
-	if (log_start <= 0)
-		return;
-	if (ld->nstarts == ld->capstarts) {
-		ld->capstarts = ld->capstarts ? 2 * ld->capstarts : 256;
-		ld->starts = realloc(ld->starts, ld->capstarts * sizeof(ld->starts[0]));
-		QASSERT(ld->starts != NULL);
-	}
-	memcpy(ld->starts[ld->nstarts].pid, pid, 16);
-	ld->starts[ld->nstarts++].log_start = log_start;
+	if (log_start > 0)
+		((struct snap_start *)id_add(&ld->starts, pid))->log_start = log_start;
 }
 
 /* A row of the cursors' read: partition id, group, committed, lease expiry. */
@@ -182,7 +179,7 @@ static void
 load_cursor(struct snapshot_load *ld, const PGresult *res, int i)
 {
 	const uint8_t *pid = pgbin_uuid_bytes(res, i, 0);
-	struct snap_start key, *st;
+	const struct snap_start *st;
 	struct pidx_cursor_row c;
 
 	if (!pid)
@@ -191,16 +188,9 @@ load_cursor(struct snapshot_load *ld, const PGresult *res, int i)
 		.group = PQgetvalue(res, i, 1), .pid = pid, .committed = pgbin_i64(res, i, 2),
 		.lease_until = PQgetisnull(res, i, 3) ? 0 : pgbin_ts_ms(res, i, 3),
 	};
-	if (ld->nstarts > 0) {
-		if (!ld->starts_sorted) {
-			qsort(ld->starts, ld->nstarts, sizeof(ld->starts[0]), start_cmp);
-			ld->starts_sorted = 1;
-		}
-		memcpy(key.pid, pid, 16);
-		st = bsearch(&key, ld->starts, ld->nstarts, sizeof(ld->starts[0]), start_cmp);
-		if (st && c.committed < st->log_start - 1)
-			c.committed = st->log_start - 1;
-	}
+	st = id_find(&ld->starts, pid);
+	if (st && c.committed < st->log_start - 1)
+		c.committed = st->log_start - 1;
 	pidx_sweep_cursor(&ld->sw, &c);
 }
 
@@ -251,7 +241,12 @@ resync_run(struct dbconn *db, struct dbconn *helper, const _Atomic int *stop)
 	int nconns = helper && db_ensure(helper) == QE_OK ? 2 : 1;
 	char bounds[2][2][24];
 	PGresult *res, *pages = NULL;
-	struct snapshot_load ld = { .sw = pidx_sweep_begin(), .stop = stop };
+	struct snapshot_load ld = {
+		.sw = pidx_sweep_begin(), .stop = stop,
+		.queues = { .size = sizeof(struct snap_queue) },
+		.starts = { .size = sizeof(struct snap_start) },
+	};
+	struct snap_queue *q;
 	struct known_groups known;
 	uint64_t t0;
 	long nq, np, ng, nb;
@@ -274,13 +269,14 @@ resync_run(struct dbconn *db, struct dbconn *helper, const _Atomic int *stop)
 	cut_pages(&snapshot[2], nconns, pages, 1, bounds[1]);
 	PQclear(pages);
 	e = db_read_chunks(conns, nconns, snapshot, 3, load_rows, &ld);
-	for (size_t i = 0; i < ld.nq; i++) {
-		free(ld.q[i].name);
-		free(ld.q[i].ns);
-		free(ld.q[i].task);
+	for (size_t i = 0; i < ld.queues.n; i++) {
+		q = (struct snap_queue *)ld.queues.v + i;
+		free(q->name);
+		free(q->ns);
+		free(q->task);
 	}
-	free(ld.q);
-	free(ld.starts);
+	free(ld.queues.v);
+	free(ld.starts.v);
 	if (e != QE_OK)
 		return -1;
 	/* After the snapshot: a group that got its stored start meanwhile is known too. */
