@@ -43,19 +43,28 @@ static int wk_n;
 static int *wk_idle, wk_nidle;
 static pthread_cond_t *wk_idle_cv;
 
-/* Wakes the worker that went idle last, if any. Called with wk_mu held. */
-static void
-wake_one(void)
+/* Takes the worker that went idle last off the stack, for unlock_wake to wake; -1 when none
+ * is idle. Called with wk_mu held. */
+static int
+take_idle(void)
 {
-	int id;
-
-	if (wk_nidle == 0)
-		return;
-	id = wk_idle[--wk_nidle];
-	pthread_cond_signal(&wk_idle_cv[id]);
+	return wk_nidle > 0 ? wk_idle[--wk_nidle] : -1;
 }
 
-/* Waits, idle, for wake_one (or the clock, at `at` when not NULL). Called with wk_mu held. */
+/* Releases wk_mu, then wakes the worker take_idle took (none when id < 0). Signalled with the
+ * mutex held, the worker woke only to block on it at once: two more futex calls and a
+ * switch per job, a quarter of a consumer request's system calls. It cannot miss the signal:
+ * it went on the stack and began to wait in one hold of the mutex, and a worker that woke
+ * before it (its clock, a spurious wake-up) finds itself off the stack and looks for work. */
+static void
+unlock_wake(int id)
+{
+	pthread_mutex_unlock(&wk_mu);
+	if (id >= 0)
+		pthread_cond_signal(&wk_idle_cv[id]);
+}
+
+/* Waits, idle, for unlock_wake (or the clock, at `at` when not NULL). Called with wk_mu held. */
 static void
 idle_wait(const struct wk *w, const struct timespec *at)
 {
@@ -66,7 +75,7 @@ idle_wait(const struct wk *w, const struct timespec *at)
 		pthread_cond_timedwait(&wk_idle_cv[w->id], &wk_mu, at);
 	else
 		pthread_cond_wait(&wk_idle_cv[w->id], &wk_mu);
-	/* Still on the stack after the clock or a spurious wake-up (wake_one takes it off):
+	/* Still on the stack after the clock or a spurious wake-up (take_idle takes it off):
 	 * off it all the same. */
 	for (i = wk_nidle - 1; i >= 0 && wk_idle[i] != w->id; i--)
 		;
@@ -129,9 +138,7 @@ place_done(int64_t *busy)
 {
 	pthread_mutex_lock(&wk_mu);
 	(*busy)--;
-	if (wk_head)
-		wake_one();
-	pthread_mutex_unlock(&wk_mu);
+	unlock_wake(wk_head ? take_idle() : -1);
 }
 
 /* 1 when the job is run by the route's run_many (in a lane); a request whose parsing was
@@ -187,6 +194,8 @@ first_light(const struct req *r)
 enum qe
 wk_submit(struct req *r)
 {
+	int idle = -1;
+
 	pthread_mutex_lock(&wk_mu);
 	if (wk_stopping) {
 		pthread_mutex_unlock(&wk_mu);
@@ -209,8 +218,8 @@ wk_submit(struct req *r)
 	 * for its group (LANE_OPEN_US). */
 	if (!coalesces(r) ||
 	    (lane_free(r) && (wk_heavy(r) || light_opens_now(first_light(r)) || !wk_timer_armed)))
-		wake_one();
-	pthread_mutex_unlock(&wk_mu);
+		idle = take_idle();
+	unlock_wake(idle);
 	return QE_OK;
 }
 
@@ -249,8 +258,7 @@ wk_call_submit(struct wk_call *c)
 	else
 		wk_calls = c;
 	wk_calls_tail = c;
-	wake_one();
-	pthread_mutex_unlock(&wk_mu);
+	unlock_wake(take_idle());
 }
 
 /* Takes the first queued call. Called with wk_mu held. */
@@ -531,7 +539,7 @@ wk_stop(void)
 	pthread_mutex_lock(&wk_mu);
 	wk_stopping = 1;
 	while (wk_nidle > 0)
-		wake_one();
+		pthread_cond_signal(&wk_idle_cv[take_idle()]);
 	pthread_mutex_unlock(&wk_mu);
 	for (int i = 0; i < wk_n; i++) {
 		pthread_join(wk_threads[i], NULL);

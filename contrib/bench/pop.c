@@ -276,6 +276,7 @@ void pop_check_empty(struct pop_run *ph)
 void phase_pop(int nparts)
 {
 	struct pop_run ph = { 0 };
+	struct cpu_mark m;
 	char queue[128], group[64], label[64], note[96];
 	double rate, elapsed;
 
@@ -286,6 +287,7 @@ void phase_pop(int nparts)
 	ph.queue = queue;
 	ph.group = group;
 	pop_path(&ph.path, queue, group, opt.pop_autopilot);
+	cpu_mark(&m);
 	rate = pop_drain(&ph, POP_CONSUMERS, &elapsed);
 
 	snprintf(label, sizeof(label), "pop+ack b%d %dp", POP_BATCH, nparts);
@@ -293,6 +295,9 @@ void phase_pop(int nparts)
 		 ph.acked, elapsed, ph.pops, ph.empty,
 		 ph.popped > ph.acked ? ph.popped - ph.acked : 0);
 	figure(label, rate, "msg/s", payloads[0].base, note);
+	snprintf(label, sizeof(label), "broker cpu per popped+acked msg, pop b%d %dp", POP_BATCH,
+		 nparts);
+	figure_cpu(label, &m, ph.acked, NULL);
 	/* The backlog must now be empty for the group. */
 	pop_check_empty(&ph);
 	failures_print(label, &ph.fail);
