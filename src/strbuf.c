@@ -137,17 +137,27 @@ sb_addf(struct strbuf *sb, const char *fmt, ...)
 void
 sb_add_i64(struct strbuf *sb, int64_t v)
 {
-	char tmp[24];
-	char *p = tmp + sizeof(tmp);
-	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, t = u;
+	size_t n = v < 0;
+	char *p;
 
+	/* Counted, then written in place from the end: no copy of a few bytes through memcpy,
+	 * which the profile of a drain put among the broker's costliest calls (offsets and
+	 * times are written several times per message). */
+	do {
+		n++;
+		t /= 10;
+	} while (t);
+	sb_reserve(sb, n);
+	p = sb->buf + sb->len + n;
+	*p = '\0';
 	do {
 		*--p = (char)('0' + u % 10);
 		u /= 10;
 	} while (u);
 	if (v < 0)
 		*--p = '-';
-	sb_add(sb, p, (size_t)(tmp + sizeof(tmp) - p));
+	sb->len += n;
 }
 
 void

@@ -142,11 +142,13 @@ subtest 'ack/batch bodies: read alike whatever their shape' => sub {
 	$q->push_n('shape', 3, prefix => 'sh');
 	my ($s, $b) = $q->pop('shape', batch => 2, consumerGroup => 'sg', subscriptionMode => 'all');
 	my ($m0, $m1) = @{ $b->{messages} };
-	# Unknown keys, nulls, escapes, the group after the array: one read, both items.
+	# Unknown keys (some a field's name cut short or run on), nulls, escapes, the group
+	# after the array: one read, both items.
 	my $body = '{"x":[1,{"y":null}],"acknowledgments":[{"transactionId":"'
 		. $m0->{transactionId} . '","partitionId":"' . $m0->{partitionId}
 		. '","leaseId":"' . $m0->{leaseId} . '","status":"compl\u0065ted","error":null,'
-		. '"extra":{"a":[true,false]}},{"transactionId":"' . $m1->{transactionId}
+		. '"extra":{"a":[true,false]},"statu":"nonsense","statusX":7,"lease":[]},'
+		. '{"transactionId":"' . $m1->{transactionId}
 		. '","partitionId":"' . $m1->{partitionId} . '","leaseId":"' . $m1->{leaseId}
 		. '","consumerGroup":null}],"consumerGroup":"sg"}';
 	my ($as, $ab) = $q->request('POST', '/api/v1/ack/batch', $body);

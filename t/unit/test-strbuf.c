@@ -2,6 +2,7 @@
 #include "strbuf.h"
 #include "tap.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 int
@@ -30,6 +31,28 @@ main(void)
 	sb_addf(&sb, "%d-%s", 42, "z");
 	sb_add_i64(&sb, -7);
 	is_str(sb.buf, "42-z-7", "formatted appends");
+	sb_reset(&sb);
+	/* Integers are written in place: each length from one digit to nineteen and a sign,
+	 * at the edge of the buffer's capacity (a fresh buffer of 256 bytes). */
+	sb_add_i64(&sb, 0);
+	sb_addc(&sb, ' ');
+	sb_add_i64(&sb, INT64_MIN);
+	sb_addc(&sb, ' ');
+	sb_add_i64(&sb, INT64_MAX);
+	sb_addc(&sb, ' ');
+	sb_add_i64(&sb, 1000000);
+	is_str(sb.buf, "0 -9223372036854775808 9223372036854775807 1000000",
+	       "0, the extremes and a power of ten");
+	sb_free(&sb);
+	sb_init(&sb);
+	while (sb.len < 250)
+		sb_addc(&sb, 'y');
+	sb_add_i64(&sb, -1234567890123);
+	is_int(sb.len, 264, "a number across the capacity grows the buffer");
+	is_str(sb.buf + 250, "-1234567890123", "and is written whole");
+	sb_reset(&sb);
+	sb_addf(&sb, "%d-%s", 42, "z");
+	sb_add_i64(&sb, -7);
 	s = sb_steal(&sb, NULL);
 	is_str(s, "42-z-7", "steal hands the bytes over");
 	ok(sb.buf == NULL && sb.len == 0, "steal leaves the buffer empty");
