@@ -115,9 +115,9 @@ h_ack_parse_item(struct req *r, const char *list, size_t i, json_t *o, const cha
 
 /* The item fields the scanner reads, in the order of struct scan_fields, with their lengths:
  * a key is matched by its length, then byte by byte in a plain loop. Measured and compared
- * by libc's strlen and strcmp (or memcmp), each key of each item cost a fortieth of the
- * broker's time in a drain: their vector code pays more to start than these few bytes
- * take. A key holding a NUL (a \u0000 escape) matches none, as no name holds one. */
+ * by libc's strlen and strcmp (or memcmp), the keys of the items took about 3% of the
+ * broker's samples in a pop+ack run, the loop 0.4%. A key holding a NUL (a \u0000 escape)
+ * matches none, as no name holds one. */
 #define SCAN_KEY(s) { s, sizeof(s) - 1 }
 static const struct {
 	const char *name;
