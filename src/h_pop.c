@@ -420,7 +420,7 @@ static enum qe
 pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 {
 	struct pidx_cand *cands = NULL;
-	struct strbuf cand_sb;
+	struct strbuf cand_sb, end_sb;
 	char lease_id[UUID_STR_LEN], batch[24], width[24], lease_s[24];
 	int n = -1, held = 0, more = 0, learned = 0;
 	int64_t parts = j->partitions;
@@ -433,6 +433,7 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 	t->had_candidates = 1;
 	j->unknown = 0;
 	sb_init(&cand_sb);
+	sb_init(&end_sb);
 	if (j->queue) {
 		/* Autopilot may claim up to 64 partitions: look at enough to choose. */
 		int64_t most = autop ? 64 : parts;
@@ -468,15 +469,20 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 
 			held = 1;
 			sb_addc(&cand_sb, '{');
+			sb_addc(&end_sb, '{');
 			for (int i = 0; i < offer; i++) {
-				if (i)
+				if (i) {
 					sb_addc(&cand_sb, ',');
+					sb_addc(&end_sb, ',');
+				}
 				uuid_format(cands[i].id, id);
 				sb_add(&cand_sb, id, UUID_STR_LEN - 1);
+				sb_add_i64(&end_sb, cands[i].log_end);
 				if (i < parts)
 					held &= cands[i].held;
 			}
 			sb_addc(&cand_sb, '}');
+			sb_addc(&end_sb, '}');
 		}
 		free(cands);
 	} else if (autop) {
@@ -508,17 +514,18 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 		}
 	}
 	if (e == QE_OK && !res) {
-		const char *params[14] = {
+		const char *params[15] = {
 			j->queue, j->partition, j->ns, j->task, j->group, batch, width,
 			j->lease_given ? lease_s : NULL, j->auto_ack ? "true" : "false",
 			j->sub_mode, j->sub_from[0] ? j->sub_from : NULL, lease_id,
-			n > 0 ? cand_sb.buf : NULL, "false",
+			n > 0 ? cand_sb.buf : NULL, "false", n > 0 ? end_sb.buf : NULL,
 		};
 
 		metrics_pop_query();
 		e = db_exec(w->db, SQL_POP, params, &res);
 	}
 	sb_free(&cand_sb);
+	sb_free(&end_sb);
 	if (e != QE_OK)
 		return req_fail(r, e, "pop failed: database unavailable");
 	if (PQntuples(res) > 0 && PQgetisnull(res, 0, 3)) {

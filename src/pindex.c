@@ -1331,9 +1331,10 @@ pidx_foreach_queue(void (*fn)(void *arg, const char *queue, long partitions, int
 /* How many offsets the group has to read on p as last seen (0 = nothing, or only a live lease
  * stands in the way: then *lease_block is its expiry). A group never seen here counts the
  * whole log: SQL decides where its cursor starts. *held: the group has a cursor row here, as
- * last seen (not only the start its subscription implies). */
+ * last seen (not only the start its subscription implies); *log_end: p's last offset. */
 static int64_t
-pending(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block, int *held)
+pending(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block, int *held,
+	int64_t *log_end)
 {
 	int64_t end = atomic_load(&p->log_end), committed;
 	struct gslot *s = find_slot(p, gh, 0);
@@ -1341,6 +1342,7 @@ pending(struct pq_part *p, uint64_t gh, int64_t now, int64_t *lease_block, int *
 
 	*lease_block = 0;
 	*held = s && !atomic_load(&s->implied);
+	*log_end = end;
 	if (end < 0)
 		return 0;
 	if (!s)
@@ -1363,12 +1365,13 @@ offer(struct pq_part *p, uint64_t gh, int64_t now, struct pidx_cand *out, int *n
       int64_t *recheck)
 {
 	int held;
-	int64_t block, np = pending(p, gh, now, &block, &held);
+	int64_t block, end, np = pending(p, gh, now, &block, &held, &end);
 
 	if (np > 0) {
 		memcpy(out[*n].id, p->id, sizeof(out[*n].id));
 		out[*n].backlog = np;
 		out[*n].held = held;
+		out[*n].log_end = end;
 		(*n)++;
 	} else if (block && (*recheck == 0 || block < *recheck)) {
 		*recheck = block;

@@ -155,6 +155,8 @@ struct pidx_cand {
 	int64_t backlog;	/* offsets the group has to read there as last seen (the whole
 				 * log for a group the index has not seen on it) */
 	int held;		/* the group has a cursor row there, as last seen */
+	int64_t log_end;	/* the partition's last offset as last seen: committed, so never
+				 * past the database's (it may lag it) */
 };
 int pidx_candidates(const char *queue, const char *partition, uint64_t group_hash,
 		    struct pidx_cand *out, int max, int64_t *recheck);

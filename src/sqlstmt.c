@@ -25,7 +25,7 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_POP] = { "pop",
 		POP_COLUMNS
 		"FROM queen_pop($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::bool, $10, "
-		"$11::timestamptz, $12::uuid, $13::uuid[], $14::bool)", 14, 1 },
+		"$11::timestamptz, $12::uuid, $13::uuid[], $14::bool, $15::bigint[])", 15, 1 },
 	[SQL_POP_HELD] = { "pop_held",
 		POP_COLUMNS
 		"FROM queen_pop_held($1, $2, $3, $4::int, $5::int, $6::int, $7::bool, $8::uuid, "

@@ -63,6 +63,32 @@ for my $p (@claims) {
 	like($_, qr/partition_id = .*group_name = /, "$what: by partition and group: $_") for @conds;
 }
 
+# First contact with candidates whose log ends the broker's index knows: the claim reads up to
+# them and does not probe the segments' key for each candidate's tail (a heap fetch each on
+# segments not yet vacuumed); without them it probes. The group has met the queue (its first
+# pop through the broker stored its start), so the claim is queen_pop's first statement.
+my (undef, $first) = $q->pop('sp-big', batch => 1, consumerGroup => 'g3', subscriptionMode => 'all');
+is(scalar @{ ref $first eq 'HASH' ? $first->{messages} // [] : [] }, 1, 'g3 met the big queue');
+my $big = $q->partition_ids('sp-big');
+my $taken = ref $first eq 'HASH' && $first->{messages}[0] ? $first->{messages}[0]{partition} : '';
+my @fresh = grep { $_ ne $taken } map { "b$_" } 101 .. 141;
+my $with = join(',', map { "'$big->{$_}'" } @fresh[0 .. 19]);
+my $without = join(',', map { "'$big->{$_}'" } @fresh[20 .. 39]);
+my $zeros = join(',', (0) x 20);
+my @known = $pg->plans(qq{SELECT count(*) FROM queen_pop('sp-big', NULL, NULL, NULL, 'g3', 100, 20,
+		NULL, false, 'all', NULL, NULL, ARRAY[$with]::uuid[], false, ARRAY[$zeros]::bigint[]);
+	SELECT count(*) FROM queen_pop('sp-big', NULL, NULL, NULL, 'g3', 100, 20, NULL, false, 'all',
+		NULL, NULL, ARRAY[$without]::uuid[], false)});
+my @tails = map { tail_probe($_) } grep { /WITH qs AS MATERIALIZED/
+	&& !/Query Text: SELECT count\(\*\) FROM queen_pop/ } @known;
+is(scalar @tails, 2, 'both claims were planned');
+like($tails[0] // '', qr/never executed/, 'known log ends: no probe of the tails');
+like($tails[1] // '', qr/loops=20\)/, 'unknown log ends: a probe per candidate');
+my $rows = $pg->psql(qq{SELECT count(*) FROM queen_cursors c JOIN queen_partitions p
+	ON p.id = c.partition_id WHERE c.group_name = 'g3' AND c.batch_end = 0
+	AND p.name IN (} . join(',', map { "'$_'" } @fresh[0 .. 39]) . ')');
+is($rows, 40, 'each claimed partition leased to its one message, no further');
+
 # What the scans found is what a pop delivers.
 my %got;
 for (1 .. 3) {
@@ -74,3 +100,15 @@ is_deeply(\%got, { 1 => 1, 2 => 1, 3 => 1 }, "another group's pops get each part
 
 $q->stop;
 done_testing();
+
+# The scan of the segments' key under the claim's log-tail branch (the one whose one-time
+# filter is the tail's being unknown), from a plan's text.
+sub tail_probe {
+	my ($plan) = @_;
+	my $after;
+	for my $line (split /\n/, $plan) {
+		$after = 1 if $line =~ /One-Time Filter: \(\(u\.kend IS NULL\)/;
+		return $line if $after && $line =~ /Scan Backward using queen_segments_pkey/;
+	}
+	return undef;
+}

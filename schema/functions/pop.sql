@@ -155,11 +155,15 @@ $$;
 -- offset order but for a segment stored out of place, and the broker orders them
 -- (pgbin_row_order, src/pgbin.c); a sort here copied every payload once more.  No row =
 -- nothing deliverable.  p_held: the broker's index has seen a
--- cursor of the group on every one of p_candidates.
+-- cursor of the group on every one of p_candidates.  p_cand_ends: the last offset of each
+-- candidate as the broker's index last saw it (NULL: unknown).  The index learns log ends
+-- from committed pushes and from the database's answers, so one can lag the log but never be
+-- past it; where nothing else needs the log's tail (its newest message's time), the claim
+-- reads up to it instead of probing the segments' key for each candidate.
 CREATE FUNCTION queen_pop(p_queue text, p_partition text, p_namespace text, p_task text,
 			  p_group text, p_batch int, p_max_partitions int, p_lease_seconds int,
 			  p_auto_ack bool, p_sub_mode text, p_sub_from timestamptz, p_lease_id uuid,
-			  p_candidates uuid[], p_held bool)
+			  p_candidates uuid[], p_held bool, p_cand_ends bigint[] DEFAULT NULL)
 RETURNS TABLE (partition_id uuid, partition_name text, queue_name text, off bigint,
 	       message_ids uuid[], txn_ids text[], trace_ids text[], payloads text[],
 	       created_at timestamptz, attempt int, committed bigint, log_end bigint,
@@ -228,17 +232,34 @@ BEGIN
 				AND s.queue_id = q.id
 			WHERE q.name = p_queue AND (v_qmode OR s.group_name IS NOT NULL)
 		), cand AS (
-			-- One probe of the cursors per candidate: the ctid of its row, or none.
+			-- One probe of the cursors per candidate: the ctid of its row, or none.  The
+			-- log's tail from the broker's index where the queue holds nothing back
+			-- (windowBuffer, delayedProcessing) and the cursor's start needs no time
+			-- (the cursor exists, or the group reads from the start): a probe of the
+			-- segments' key per candidate (12 us each on segments not yet vacuumed,
+			-- a fifth of a pop of 64 new one-message partitions) is spared.
 			SELECT u.o, p.id AS pid, p.name AS pname, qs.name AS qname,
 			       pl.next_offset - 1 AS lend, p.log_start, p.created_at AS pcreated,
 			       pl.last_created_at AS plast, qs.delay, qs.secs, qs.start_at,
 			       c.cid
 			FROM qs
-			CROSS JOIN unnest(p_candidates) WITH ORDINALITY AS u (pid, o)
+			CROSS JOIN unnest(p_candidates, p_cand_ends) WITH ORDINALITY
+				AS u (pid, kend, o)
 			JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = qs.id
-			CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
-							  p.kept_last_created_at) pl
 			LEFT JOIN LATERAL queen_cursor_row(p.id, v_group) c ON true
+			CROSS JOIN LATERAL (
+				SELECT k.known FROM (SELECT u.kend IS NOT NULL AND qs.window_buffer <= 0
+							   AND qs.delay <= 0
+							   AND (c.cid IS NOT NULL
+								OR qs.start_at IS NULL) AS known) k) kn
+			CROSS JOIN LATERAL (
+				SELECT greatest(u.kend + 1, p.kept_next_offset) AS next_offset,
+				       NULL::timestamptz AS last_created_at
+				WHERE kn.known
+				UNION ALL
+				SELECT t.next_offset, t.last_created_at
+				FROM queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) t
+				WHERE NOT kn.known) pl
 			WHERE (p_partition IS NULL OR p.name = p_partition)
 			  AND pl.next_offset > p.log_start
 			  AND (qs.window_buffer <= 0
