@@ -195,9 +195,8 @@ scan_item(struct req *r, struct jscan *s, size_t i, char **arena, struct push_it
 	while ((rc = js_next(s, '}', &first, key, sizeof(key), &klen)) == 1) {
 		int k;
 
-		if (strlen(key) != klen)
-			key[0] = '\0';	/* "queue\u0000x" is not "queue": no key of ours */
-		for (k = 0; k < 4 && strcmp(key, names[k]) != 0; k++)
+		/* js_key_is: "queue\u0000x" is not "queue" */
+		for (k = 0; k < 4 && !js_key_is(key, klen, names[k]); k++)
 			;
 		if (k < 4) {
 			int bad = scan_opt_string(s, arena, fields[k], &lens[k]);
@@ -215,10 +214,10 @@ scan_item(struct req *r, struct jscan *s, size_t i, char **arena, struct push_it
 		}
 		if (js_skip(s, &span, &len) < 0)
 			return QE_BAD_BODY;
-		if (strcmp(key, "payload") == 0) {
+		if (js_key_is(key, klen, "payload")) {
 			payload = span;
 			plen = len;
-		} else if (strcmp(key, "data") == 0) {
+		} else if (js_key_is(key, klen, "data")) {
 			data = span;
 			dlen = len;
 		}
@@ -290,7 +289,7 @@ h_push_prepare(struct req *r)
 	else
 		js_begin(&s, '{');
 	while (e == QE_OK && (rc = js_next(&s, '}', &first, key, sizeof(key), &klen)) == 1) {
-		if (strlen(key) != klen || strcmp(key, "items") != 0 || found) {
+		if (!js_key_is(key, klen, "items") || found) {
 			if (js_skip(&s, NULL, NULL) < 0)
 				e = QE_BAD_BODY;
 			continue;

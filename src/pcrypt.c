@@ -365,7 +365,7 @@ parse_envelope(const char *text, size_t n, struct envelope *e)
 	if (js_peek(&s) != JS_OBJECT || js_begin(&s, '{') < 0)
 		return 0;
 	while ((rc = js_next(&s, '}', &first, key, sizeof(key), &klen)) == 1) {
-		for (k = 0; k < 3 && (klen != strlen(names[k]) || strcmp(key, names[k]) != 0); k++)
+		for (k = 0; k < 3 && !js_key_is(key, klen, names[k]); k++)
 			;
 		if (k == 3 || (seen & (1 << k)))
 			break;

@@ -2,6 +2,8 @@
 #include "jscan.h"
 #include "tap.h"
 
+#include <string.h>
+
 static int
 valid(const char *text)
 {
@@ -106,6 +108,27 @@ main(void)
 		}
 		ok(good, "a plain run ends at an escape, a control character, a quote or UTF-8 "
 		   "at every offset of an 8-byte step");
+	}
+	{
+		/* Keys as js_next decodes them: its length, NUL bytes inside, truncation. */
+		char k8[8];
+		size_t k8len;
+		int at_first = 1;
+		struct jscan o;
+		const char *obj = "{\"data\":1,\"dat\":2,\"data\\u0000x\":3,\"datax\":4,"
+				  "\"a-very-long-key\":5}";
+		int got[5], k = 0;
+
+		js_init(&o, obj, strlen(obj));
+		js_begin(&o, '{');
+		while (k < 5 && js_next(&o, '}', &at_first, k8, sizeof(k8), &k8len) == 1) {
+			got[k++] = js_key_is(k8, k8len, "data");
+			js_skip(&o, NULL, NULL);
+		}
+		ok(k == 5 && got[0] && !got[1] && !got[2] && !got[3] && !got[4],
+		   "a key is a name exactly: not its prefix, nor with a NUL or more after it, "
+		   "nor a truncated key");
+		ok(js_key_is("", 0, "") && !js_key_is("", 0, "x"), "the empty key is the empty name");
 	}
 	return tap_done();
 }
