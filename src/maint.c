@@ -237,7 +237,7 @@ apply_notify(const char *payload)
  * returns, or -1 when the LISTEN failed (then nothing is marked: the next round tries
  * again). */
 static int
-listen_and_resync(struct dbconn *helper)
+listen_and_resync(struct dbconn *helper, int alone)
 {
 	PGresult *res;
 
@@ -245,7 +245,7 @@ listen_and_resync(struct dbconn *helper)
 		return -1;
 	PQclear(res);
 	maint_listen_serial = db_serial(maint_db);
-	return resync_run(maint_db, helper, &maint_exit);
+	return resync_run(maint_db, helper, alone, &maint_exit);
 }
 
 static void
@@ -259,7 +259,7 @@ ensure_listening(void)
 		return;
 	/* A new connection: the database is back, and so may the lanes' be. */
 	lanes_warm();
-	if (listen_and_resync(NULL) > 0)
+	if (listen_and_resync(NULL, 0) > 0)
 		lp_wake_all();
 }
 
@@ -364,7 +364,7 @@ maint_main(void *arg)
 		if ((rc.asked && now_ms() >= rc.next_asked) || now_ms() >= rc.next) {
 			int64_t t0 = now_ms();
 
-			if (resync_run(maint_db, NULL, &maint_exit) > 0)
+			if (resync_run(maint_db, NULL, 0, &maint_exit) > 0)
 				lp_wake_all();
 			resync_ran(&rc, now_ms() - t0);
 		}
@@ -383,7 +383,8 @@ maint_initial_sync(void)
 	int rc;
 
 	maint_db = db_new(-1);
-	rc = db_ensure(maint_db) == QE_OK && listen_and_resync(helper) >= 0 ? 0 : -1;
+	/* No other thread runs yet: the load has the index to itself. */
+	rc = db_ensure(maint_db) == QE_OK && listen_and_resync(helper, 1) >= 0 ? 0 : -1;
 	db_free(helper);
 	/* Listening already, on the index it loaded: the maintenance thread does not load it
 	 * again (a million partitions are seconds of the database's time and the broker's).

@@ -110,6 +110,7 @@ void pidx_size(long *queues, long *partitions, long *group_slots, long *slot_blo
  * the snapshot) does not know on the queue. Called by one thread at a time. */
 struct pidx_sweep {
 	uint64_t gen, mark;
+	int fill;	/* the index was empty and nothing else writes it: every row is new */
 };
 /* A partition of the snapshot. */
 struct pidx_part_row {
@@ -123,7 +124,10 @@ struct pidx_cursor_row {
 	const uint8_t *pid;
 	int64_t committed, lease_until;
 };
-struct pidx_sweep pidx_sweep_begin(void);
+/* alone: nothing but this sweep uses the index until it ends (start-up); into an empty
+ * index the partitions are then added without looking for them first. The snapshot has each
+ * partition once. */
+struct pidx_sweep pidx_sweep_begin(int alone);
 /* Learns the partition and marks it seen. Leaves out what this broker deleted since the
  * sweep began, and never replaces a partition of the same name learned since (a queue
  * created again): the snapshot may predate either. Returns 1 when the partition was unknown

@@ -230,7 +230,7 @@ cut_pages(struct db_chunked *st, int parts, const PGresult *pages, int col,
 }
 
 int
-resync_run(struct dbconn *db, struct dbconn *helper, const _Atomic int *stop)
+resync_run(struct dbconn *db, struct dbconn *helper, int alone, const _Atomic int *stop)
 {
 	struct db_chunked snapshot[] = {
 		{ SQL_INDEX_QUEUES, { NULL } },
@@ -242,7 +242,7 @@ resync_run(struct dbconn *db, struct dbconn *helper, const _Atomic int *stop)
 	char bounds[2][2][24];
 	PGresult *res, *pages = NULL;
 	struct snapshot_load ld = {
-		.sw = pidx_sweep_begin(), .stop = stop,
+		.sw = pidx_sweep_begin(alone), .stop = stop,
 		.queues = { .size = sizeof(struct snap_queue) },
 		.starts = { .size = sizeof(struct snap_start) },
 	};
