@@ -499,10 +499,10 @@ pop_once(struct req *r, struct pop_job *j, struct wk *w, struct pop_try *t)
 	if (held) {
 		/* The steady state: the claim of cursors that exist, alone, called straight (not
 		 * through queen_pop, whose call and copy of the rows cost as much again). */
-		const char *hp[9] = {
+		const char *hp[10] = {
 			j->queue, j->partition, j->group, batch, width,
 			j->lease_given ? lease_s : NULL, j->auto_ack ? "true" : "false", lease_id,
-			cand_sb.buf,
+			cand_sb.buf, end_sb.buf,
 		};
 
 		metrics_pop_query();

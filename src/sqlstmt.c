@@ -29,7 +29,7 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 	[SQL_POP_HELD] = { "pop_held",
 		POP_COLUMNS
 		"FROM queen_pop_held($1, $2, $3, $4::int, $5::int, $6::int, $7::bool, $8::uuid, "
-		"$9::uuid[])", 9, 1 },
+		"$9::uuid[], $10::bigint[])", 10, 1 },
 	[SQL_ACK] = { "ack",
 		"SELECT idx, success, error, lease_released, dlq, noop, partition_id, committed, 1 "
 		"FROM queen_ack($1::text[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], "

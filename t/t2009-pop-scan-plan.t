@@ -89,6 +89,23 @@ my $rows = $pg->psql(qq{SELECT count(*) FROM queen_cursors c JOIN queen_partitio
 	AND p.name IN (} . join(',', map { "'$_'" } @fresh[0 .. 39]) . ')');
 is($rows, 40, 'each claimed partition leased to its one message, no further');
 
+# The steady state's claim (cursors that exist, queen_pop_held) does the same with the log
+# ends. Those 40 leases lapse, and each cursor is claimed again.
+$pg->psql(q{UPDATE queen_cursors SET lease_expires_at = now() - interval '1 second'
+	WHERE group_name = 'g3'});
+my @held = $pg->plans(qq{SELECT count(*) FROM queen_pop_held('sp-big', NULL, 'g3', 100, 20,
+		NULL, false, gen_random_uuid(), ARRAY[$with]::uuid[], ARRAY[$zeros]::bigint[]);
+	SELECT count(*) FROM queen_pop_held('sp-big', NULL, 'g3', 100, 20, NULL, false,
+		gen_random_uuid(), ARRAY[$without]::uuid[])});
+my @held_tails = map { tail_probe($_) } grep { /WITH cl AS/
+	&& !/Query Text: SELECT count\(\*\) FROM queen_pop_held/ } @held;
+is(scalar @held_tails, 2, 'both steady-state claims were planned');
+like($held_tails[0] // '', qr/never executed/, 'steady state, known log ends: no probe');
+like($held_tails[1] // '', qr/loops=20\)/, 'steady state, unknown log ends: a probe each');
+$rows = $pg->psql(q{SELECT count(*) FROM queen_cursors WHERE group_name = 'g3'
+	AND lease_expires_at > now() AND batch_end = 0 AND attempt_count = 2});
+is($rows, 40, 'each cursor claimed again, its one message a second time');
+
 # What the scans found is what a pop delivers.
 my %got;
 for (1 .. 3) {

@@ -68,9 +68,12 @@ $$;
 -- the steady state is this alone; the pop that had to look further claims its partitions
 -- (locked already, by the same transaction) through it too.  p_group is never NULL here, and
 -- p_queue only when the candidates were chosen among the queues of a discovery route.
+-- p_cand_ends: the log end the broker's index knows for each candidate, as for queen_pop;
+-- where the queue holds nothing back (windowBuffer, delayedProcessing) the claim reads up to
+-- it and does not probe the candidate's newest segment.
 CREATE FUNCTION queen_pop_held(p_queue text, p_partition text, p_group text, p_batch int,
 			       p_width int, p_lease_seconds int, p_auto bool, p_lease uuid,
-			       p_cand uuid[])
+			       p_cand uuid[], p_cand_ends bigint[] DEFAULT NULL)
 RETURNS TABLE (partition_id uuid, partition_name text, queue_name text, off bigint,
 	       message_ids uuid[], txn_ids text[], trace_ids text[], payloads text[],
 	       created_at timestamptz, attempt int, committed bigint, log_end bigint,
@@ -94,12 +97,20 @@ BEGIN
 		       coalesce(p_lease_seconds, nullif(q.lease_time, 0), 60) AS secs,
 		       c.ctid AS lid
 		FROM queen_queues q
-		CROSS JOIN unnest(p_cand) WITH ORDINALITY AS u (pid, o)
+		CROSS JOIN unnest(p_cand, p_cand_ends) WITH ORDINALITY AS u (pid, kend, o)
 		JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = q.id
 		CROSS JOIN LATERAL queen_cursor_row(p.id, p_group) k
 		JOIN queen_cursors c ON c.ctid = k.cid
-		CROSS JOIN LATERAL queen_log_tail(p.id, p.kept_next_offset,
-						  p.kept_last_created_at) pl
+		CROSS JOIN LATERAL (
+			SELECT greatest(u.kend + 1, p.kept_next_offset) AS next_offset,
+			       NULL::timestamptz AS last_created_at
+			WHERE u.kend IS NOT NULL AND q.window_buffer <= 0
+			  AND q.delayed_processing <= 0
+			UNION ALL
+			SELECT t.next_offset, t.last_created_at
+			FROM queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) t
+			WHERE u.kend IS NULL OR q.window_buffer > 0
+			   OR q.delayed_processing > 0) pl
 		WHERE (p_queue IS NULL OR q.name = p_queue)
 		  AND (p_group = '__QUEUE_MODE__'
 		       OR EXISTS (SELECT 1 FROM queen_subscriptions s
@@ -204,7 +215,8 @@ BEGIN
 	IF p_held AND p_candidates IS NOT NULL AND p_queue IS NOT NULL THEN
 		RETURN QUERY
 		SELECT * FROM queen_pop_held(p_queue, p_partition, v_group, v_batch, v_width,
-					     p_lease_seconds, v_auto, v_lease, p_candidates);
+					     p_lease_seconds, v_auto, v_lease, p_candidates,
+					     p_cand_ends);
 		IF FOUND THEN
 			RETURN;
 		END IF;
