@@ -70,7 +70,7 @@ $$;
 -- p_queue only when the candidates were chosen among the queues of a discovery route.
 -- p_cand_ends: the log end the broker's index knows for each candidate, as for queen_pop;
 -- where the queue holds nothing back (windowBuffer, delayedProcessing) the claim reads up to
--- it and does not probe the candidate's newest segment.
+-- it (queen_log_tail_known).
 CREATE FUNCTION queen_pop_held(p_queue text, p_partition text, p_group text, p_batch int,
 			       p_width int, p_lease_seconds int, p_auto bool, p_lease uuid,
 			       p_cand uuid[], p_cand_ends bigint[] DEFAULT NULL)
@@ -101,16 +101,10 @@ BEGIN
 		JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = q.id
 		CROSS JOIN LATERAL queen_cursor_row(p.id, p_group) k
 		JOIN queen_cursors c ON c.ctid = k.cid
-		CROSS JOIN LATERAL (
-			SELECT greatest(u.kend + 1, p.kept_next_offset) AS next_offset,
-			       NULL::timestamptz AS last_created_at
-			WHERE u.kend IS NOT NULL AND q.window_buffer <= 0
-			  AND q.delayed_processing <= 0
-			UNION ALL
-			SELECT t.next_offset, t.last_created_at
-			FROM queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) t
-			WHERE u.kend IS NULL OR q.window_buffer > 0
-			   OR q.delayed_processing > 0) pl
+		CROSS JOIN LATERAL queen_log_tail_known(p.id, p.kept_next_offset,
+			p.kept_last_created_at, u.kend,
+			u.kend IS NOT NULL AND q.window_buffer <= 0
+			AND q.delayed_processing <= 0) pl
 		WHERE (p_queue IS NULL OR q.name = p_queue)
 		  AND (p_group = '__QUEUE_MODE__'
 		       OR EXISTS (SELECT 1 FROM queen_subscriptions s
@@ -245,12 +239,10 @@ BEGIN
 			WHERE q.name = p_queue AND (v_qmode OR s.group_name IS NOT NULL)
 		), cand AS (
 			-- One probe of the cursors per candidate: the ctid of its row, or none.  The
-			-- log's tail from the broker's index where the queue holds nothing back
-			-- (windowBuffer, delayedProcessing) and the cursor's start needs no time
-			-- (the cursor exists, or the group reads from the start): a probe of the
-			-- segments' key per candidate (12 us each on segments not yet vacuumed,
-			-- about 1 ms of the 3.9 ms of a pop of 64 new one-message partitions) is
-			-- spared.
+			-- log's tail from the broker's index (queen_log_tail_known) where the queue
+			-- holds nothing back and the cursor's start needs no time (the cursor
+			-- exists, or the group reads from the start): about 1 ms of the 3.9 ms of a
+			-- pop of 64 new one-message partitions went to the probes it spares.
 			SELECT u.o, p.id AS pid, p.name AS pname, qs.name AS qname,
 			       pl.next_offset - 1 AS lend, p.log_start, p.created_at AS pcreated,
 			       pl.last_created_at AS plast, qs.delay, qs.secs, qs.start_at,
@@ -260,17 +252,10 @@ BEGIN
 				AS u (pid, kend, o)
 			JOIN queen_partitions p ON p.id = u.pid AND p.queue_id = qs.id
 			LEFT JOIN LATERAL queen_cursor_row(p.id, v_group) c ON true
-			CROSS JOIN LATERAL (
-				SELECT u.kend IS NOT NULL AND qs.window_buffer <= 0 AND qs.delay <= 0
-				       AND (c.cid IS NOT NULL OR qs.start_at IS NULL) AS known) kn
-			CROSS JOIN LATERAL (
-				SELECT greatest(u.kend + 1, p.kept_next_offset) AS next_offset,
-				       NULL::timestamptz AS last_created_at
-				WHERE kn.known
-				UNION ALL
-				SELECT t.next_offset, t.last_created_at
-				FROM queen_log_tail(p.id, p.kept_next_offset, p.kept_last_created_at) t
-				WHERE NOT kn.known) pl
+			CROSS JOIN LATERAL queen_log_tail_known(p.id, p.kept_next_offset,
+				p.kept_last_created_at, u.kend,
+				u.kend IS NOT NULL AND qs.window_buffer <= 0 AND qs.delay <= 0
+				AND (c.cid IS NOT NULL OR qs.start_at IS NULL)) pl
 			WHERE (p_partition IS NULL OR p.name = p_partition)
 			  AND pl.next_offset > p.log_start
 			  AND (qs.window_buffer <= 0
