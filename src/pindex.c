@@ -1214,6 +1214,22 @@ pidx_sweep_partition(const struct pidx_sweep *sw, const struct pidx_part_row *ro
 	return advanced;
 }
 
+int
+pidx_sweep_log_end(const uint8_t pid[16], int64_t log_end)
+{
+	struct pq_part *p;
+	struct pid_key key;
+	int advanced = 0;
+
+	pid_key_bytes(pid, &key);
+	urcu_memb_read_lock();
+	p = find_key(&key);
+	if (p)
+		advanced = atomic_max(&p->log_end, log_end);
+	urcu_memb_read_unlock();
+	return advanced;
+}
+
 void
 pidx_sweep_cursor(const struct pidx_sweep *sw, const struct pidx_cursor_row *row)
 {

@@ -103,7 +103,8 @@ void pidx_size(long *queues, long *partitions, long *group_slots, long *slot_blo
 
 /* A resync against a database snapshot, so that the index follows what exists (queues
  * deleted and groups deleted on other brokers): pidx_sweep_begin before the snapshot's
- * queries, pidx_sweep_partition for every partition of it, then pidx_sweep_cursor for every
+ * queries, pidx_sweep_partition for every partition of it (then, when those rows came
+ * without them, pidx_sweep_log_end for every segment's end), then pidx_sweep_cursor for every
  * cursor, then pidx_sweep_end, which removes the partitions the snapshot did not have (but
  * not those added since it began) and empties the slots of groups that have no cursor row
  * in it, no live update since it began, and that group_known (stored starts, asked after
@@ -133,6 +134,10 @@ struct pidx_sweep pidx_sweep_begin(int alone);
  * created again): the snapshot may predate either. Returns 1 when the partition was unknown
  * or its log end grew. */
 int pidx_sweep_partition(const struct pidx_sweep *sw, const struct pidx_part_row *row);
+/* Raises the log end of a partition the index holds to log_end, the last offset of one of
+ * its segments in the snapshot (when the partitions' rows came without their segments'
+ * ends). Returns 1 when it grew. */
+int pidx_sweep_log_end(const uint8_t pid[16], int64_t log_end);
 /* Learns the cursor of a partition the index holds (a cursor updated live since the sweep
  * began keeps its newer state) and marks it seen; leaves out a group this broker deleted
  * since. */

@@ -118,9 +118,13 @@ struct snap_start {
 	int64_t log_start;
 };
 
+/* What a statement of the snapshot reads. */
+enum snap_table { SNAP_QUEUES, SNAP_PARTITIONS, SNAP_SEGMENT_ENDS, SNAP_CURSORS };
+
 struct snapshot_load {
 	struct pidx_sweep sw;
 	const _Atomic int *stop;
+	const enum snap_table *table;	/* by the statement's index in the snapshot */
 	int advanced;
 	struct id_table queues;		/* struct snap_queue */
 	struct id_table starts;		/* struct snap_start: with the partitions, for the cursors */
@@ -174,6 +178,16 @@ load_partition(struct snapshot_load *ld, const PGresult *res, int i)
 		((struct snap_start *)id_add(&ld->starts, pid))->log_start = log_start;
 }
 
+/* A row of the segments' read: partition id, the segment's last offset. */
+static void
+load_segment_end(struct snapshot_load *ld, const PGresult *res, int i)
+{
+	const uint8_t *pid = pgbin_uuid_bytes(res, i, 0);
+
+	if (pid)
+		ld->advanced += pidx_sweep_log_end(pid, pgbin_i64(res, i, 1));
+}
+
 /* A row of the cursors' read: partition id, group, committed, lease expiry. */
 static void
 load_cursor(struct snapshot_load *ld, const PGresult *res, int i)
@@ -201,13 +215,16 @@ static int
 load_rows(void *arg, int which, const PGresult *res)
 {
 	struct snapshot_load *ld = arg;
+	enum snap_table t = ld->table[which];
 
-	if (which == 0)
+	if (t == SNAP_QUEUES)
 		load_queues(ld, res);
 	else
 		for (int i = 0; i < PQntuples(res); i++) {
-			if (which == 1)
+			if (t == SNAP_PARTITIONS)
 				load_partition(ld, res, i);
+			else if (t == SNAP_SEGMENT_ENDS)
+				load_segment_end(ld, res, i);
 			else
 				load_cursor(ld, res, i);
 		}
@@ -229,20 +246,24 @@ cut_pages(struct db_chunked *st, int parts, const PGresult *pages, int col,
 	}
 }
 
+/* 1 when SQL_INDEX_PAGES chose to read the log ends in a scan of the segments. */
+static int
+scans_segments(const PGresult *pages)
+{
+	return pages && !PQgetisnull(pages, 0, 2) && PQgetvalue(pages, 0, 2)[0] == 't';
+}
+
 int
 resync_run(struct dbconn *db, struct dbconn *helper, int alone, const _Atomic int *stop)
 {
-	struct db_chunked snapshot[] = {
-		{ SQL_INDEX_QUEUES, { NULL } },
-		{ SQL_INDEX_PARTITIONS, { NULL } },
-		{ SQL_INDEX_CURSORS, { NULL } },
-	};
+	struct db_chunked snapshot[4];
+	enum snap_table table[4];
 	struct dbconn *conns[2] = { db, helper };
-	int nconns = helper && db_ensure(helper) == QE_OK ? 2 : 1;
+	int nconns = helper && db_ensure(helper) == QE_OK ? 2 : 1, n = 0, scan;
 	char bounds[2][2][24];
 	PGresult *res, *pages = NULL;
 	struct snapshot_load ld = {
-		.sw = pidx_sweep_begin(alone), .stop = stop,
+		.sw = pidx_sweep_begin(alone), .stop = stop, .table = table,
 		.queues = { .size = sizeof(struct snap_queue) },
 		.starts = { .size = sizeof(struct snap_start) },
 	};
@@ -262,13 +283,31 @@ resync_run(struct dbconn *db, struct dbconn *helper, int alone, const _Atomic in
 	/* With a helper, each table is read in halves side by side, cut by its size now: any
 	 * cut covers every row, the size only balances the halves. (Eight parts, each taken
 	 * by whichever connection was free, started a million just-filled partitions in
-	 * 7.0-9.0 s against 6.6-7.2 s for halves, alternate runs.) */
-	if (nconns > 1 && db_exec(db, SQL_INDEX_PAGES, NULL, &pages) != QE_OK)
+	 * 7.0-9.0 s against 6.6-7.2 s for halves, alternate runs.) The log ends come with the
+	 * partitions, a probe of each one's newest segment, or after them in one sequential
+	 * scan of the segments where that reads fewer pages (queen_snapshot_scans_segments):
+	 * whole, on one connection, because a scan of part of the pages (a TID range scan)
+	 * goes through shared_buffers and writes out their dirty pages to make room, where a
+	 * sequential scan of a large table recycles a small ring of its own. Just after a fill
+	 * of a million partitions, half the segments took 4.2 s that way, all of them 2.1 s. */
+	if (db_exec(db, SQL_INDEX_PAGES, NULL, &pages) != QE_OK)
 		pages = NULL;
-	cut_pages(&snapshot[1], nconns, pages, 0, bounds[0]);
-	cut_pages(&snapshot[2], nconns, pages, 1, bounds[1]);
+	scan = scans_segments(pages);
+	table[n] = SNAP_QUEUES;
+	snapshot[n++] = (struct db_chunked){ SQL_INDEX_QUEUES, { NULL } };
+	table[n] = SNAP_PARTITIONS;
+	snapshot[n] = (struct db_chunked){ scan ? SQL_INDEX_PARTITIONS_KEPT : SQL_INDEX_PARTITIONS,
+					   { NULL } };
+	cut_pages(&snapshot[n++], nconns, pages, 0, bounds[0]);
+	if (scan) {
+		table[n] = SNAP_SEGMENT_ENDS;
+		snapshot[n++] = (struct db_chunked){ SQL_INDEX_SEGMENT_ENDS, { NULL } };
+	}
+	table[n] = SNAP_CURSORS;
+	snapshot[n] = (struct db_chunked){ SQL_INDEX_CURSORS, { NULL } };
+	cut_pages(&snapshot[n++], nconns, pages, 1, bounds[1]);
 	PQclear(pages);
-	e = db_read_chunks(conns, nconns, snapshot, 3, load_rows, &ld);
+	e = db_read_chunks(conns, nconns, snapshot, n, load_rows, &ld);
 	for (size_t i = 0; i < ld.queues.n; i++) {
 		q = (struct snap_queue *)ld.queues.v + i;
 		free(q->name);
@@ -293,9 +332,10 @@ resync_run(struct dbconn *db, struct dbconn *helper, int alone, const _Atomic in
 		t0 = now_us();
 		pidx_sweep_end(&ld.sw, group_known, &known);
 		pidx_size(&nq, &np, &ng, &nb);
-		log_debug("index sweep: %lld us, read on %d connection%s, %ld queues, %ld "
-			  "partitions, %ld group slots in %ld more blocks left",
-			  (long long)(now_us() - t0), nconns, nconns > 1 ? "s" : "", nq, np, ng, nb);
+		log_debug("index sweep: %lld us, read on %d connection%s, log ends by %s, %ld "
+			  "queues, %ld partitions, %ld group slots in %ld more blocks left",
+			  (long long)(now_us() - t0), nconns, nconns > 1 ? "s" : "",
+			  scan ? "a scan of the segments" : "probes", nq, np, ng, nb);
 		free(known.pair);
 	}
 	/* Configures on other brokers reach the encrypted-queue cache here too (after the

@@ -4,7 +4,9 @@
 # group's cursor comes through whatever the chunk boundaries, 10,000 rows (two whole chunks,
 # the FETCH after them empty) as well as 12,345. A broker started on that database knows them
 # all before it answers, and serves pops of every partition and group from them; it loads
-# them once.
+# them once. The log ends come from a probe of each partition's newest segment, or, where
+# that reads fewer pages (segments VACUUM has not been through, few a partition), from one
+# scan of the segments: the broker learns the same ends either way.
 use strict;
 use warnings;
 use FindBin;
@@ -14,6 +16,8 @@ use QueenTest;
 
 my $pg = start_pg();
 my $A = start_queend();
+# As just after a fill: no segment all-visible until the VACUUM below.
+$pg->psql('ALTER TABLE queen_segments SET (autovacuum_enabled = off)');
 
 sub index_of {
 	my ($q) = @_;
@@ -59,11 +63,31 @@ for my $cut (0, 1, 37, $pg->psql("SELECT queen_pages('queen_partitions')"), 1000
 		"halves cut at page $cut hold them all, once");
 }
 
+# The log ends two ways.
+is($pg->psql('SELECT count(*) FROM queen_snapshot_partitions(0, NULL, false) WHERE log_end = -1'),
+	10000, 'without the probes a partition row holds no log end (retention kept none)');
+is($pg->psql(q{SELECT count(*) FROM queen_snapshot_partitions() p
+	JOIN (SELECT partition_id, max(end_offset) AS e FROM queen_snapshot_segment_ends()
+	      GROUP BY 1) s USING (partition_id) WHERE s.e = p.log_end}), 10000,
+	"the greatest segment end of each partition is the log end its probe finds");
+is($pg->psql('SELECT queen_snapshot_scans_segments()'), 't',
+	'one segment a partition, none all-visible: a scan of them reads fewer pages than the probes');
+
+# Messages the index knows a queue has stored: the sum of its partitions' log ends.
+sub stored {
+	my ($q, $queue) = @_;
+	my ($s, undef, undef, $text) = $q->get('/metrics/prometheus');
+	return $text =~ /^queen_queue_messages_stored_total\{queue="\Q$queue\E"\} (\d+)$/m ? $1 : -1;
+}
+
 # The snapshot's 10,000 rows are two whole chunks: the FETCH after them comes back empty.
 # No timed reload in this test's time (the start-up load is the one looked for below).
 my $B = start_queend(LOG_LEVEL => 'debug', QUEEN_INDEX_RESYNC_MS => 600000);
 my $ix = index_of($B);
 is($ix->{partitions}, 10000, 'a broker started on the database holds all 10,000');
+is($B->log_count(qr/index sweep: .*log ends by a scan of the segments/), 1,
+	'their log ends read in a scan of the segments');
+is(stored($B, 'load-even'), 10000, "every partition's log end is known: 10,000 messages stored");
 my ($s, $b) = $B->pop('load-even', partition => 'p10000', batch => 10);
 is($s, 200, 'and serves the last of them');
 is_deeply([ map { $_->{data}{i} } @{ $b->{messages} } ], [10000], 'with its message');
@@ -81,8 +105,14 @@ fill($B, 'load-odd', 2345);
 is(drain($B, 'load-odd', 'g1', 1000), 1000, 'group g1 reads 1,000 partitions of another queue');
 is($B->stop, 0, 'the broker stops');
 
-# 12,345 partitions, 1,000 of them with a cursor: two whole chunks and a part.
-my $C = start_queend();
+# 12,345 partitions, 1,000 of them with a cursor: two whole chunks and a part. VACUUM has
+# been through the segments now: the log ends come from probes.
+$pg->psql('VACUUM queen_segments');
+is($pg->psql('SELECT queen_snapshot_scans_segments()'), 'f', 'after a VACUUM the probes read less');
+my $C = start_queend(LOG_LEVEL => 'debug');
+is($C->log_count(qr/index sweep: .*log ends by probes/), 1, 'the next broker probes');
+is(stored($C, 'load-even') . '/' . stored($C, 'load-odd'), '10000/2345',
+	'and knows the same log ends');
 $ix = index_of($C);
 is($ix->{queues}, 2, 'the next broker holds both queues');
 is($ix->{partitions}, 12345, 'all 12,345 partitions');

@@ -152,6 +152,45 @@ start_up_load(void)
 	is_int(np, 0, "a load of nothing empties the index");
 }
 
+/* Partitions loaded without their log ends (-1), which a scan of the segments then raises,
+ * each to the greatest end read: a lower one, or one of a partition not in the index,
+ * changes nothing. */
+static void
+log_ends_after_partitions(void)
+{
+	struct pidx_sweep sw = pidx_sweep_begin(1);
+	struct pidx_cand c[4];
+	uint8_t id[2][16], stranger[16];
+	int64_t recheck;
+	long nq, np, ng, nb;
+	int n;
+
+	for (int i = 0; i < 2; i++) {
+		char pid[UUID_STR_LEN], name[8];
+		struct pidx_part_row row = { .queue_id = QID, .queue = "s", .ns = "", .task = "",
+					     .partition = name, .pid = id[i], .log_end = -1 };
+
+		snprintf(pid, sizeof(pid), "5a1b2c3d-0000-4000-8000-0000000002%02d", i);
+		snprintf(name, sizeof(name), "s%d", i);
+		if (uuid_parse(pid, id[i]) != 0)
+			abort();
+		pidx_sweep_partition(&sw, &row);
+	}
+	if (uuid_parse("5a1b2c3d-0000-4000-8000-0000000002ff", stranger) != 0)
+		abort();
+	is_int(pidx_sweep_log_end(id[0], 2), 1, "a segment's end raises its partition's log end");
+	is_int(pidx_sweep_log_end(id[0], 4), 1, "a later segment's end raises it again");
+	is_int(pidx_sweep_log_end(id[0], 3), 0, "an earlier one leaves it");
+	is_int(pidx_sweep_log_end(stranger, 7), 0, "one of a partition not in the index is left");
+	pidx_sweep_end(&sw, group_known, NULL);
+	n = pidx_candidates("s", NULL, pidx_group_hash("scanners"), c, 4, &recheck);
+	ok(n == 1 && memcmp(c[0].id, id[0], 16) == 0 && c[0].backlog == 5,
+	   "only the partition with segments is offered, its 5 offsets to read (%d)", n);
+	pidx_sweep_end((struct pidx_sweep[]){ pidx_sweep_begin(1) }, group_known, NULL);
+	pidx_size(&nq, &np, &ng, &nb);
+	is_int(np, 0, "emptied again");
+}
+
 int
 main(void)
 {
@@ -163,6 +202,7 @@ main(void)
 	pidx_init();
 	pidx_thread_online();
 	start_up_load();
+	log_ends_after_partitions();
 	gh = pidx_group_hash("workers");
 	other = pidx_group_hash("auditors");
 	for (i = 0; i < NPARTS; i++) {
