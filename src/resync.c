@@ -284,15 +284,19 @@ resync_run(struct dbconn *db, struct dbconn *helper, int alone, const _Atomic in
 	 * cut covers every row, the size only balances the halves. (Eight parts, each taken
 	 * by whichever connection was free, started a million just-filled partitions in
 	 * 7.0-9.0 s against 6.6-7.2 s for halves, alternate runs.) The log ends come with the
-	 * partitions, a probe of each one's newest segment, or after them in one sequential
-	 * scan of the segments where that reads fewer pages (queen_snapshot_scans_segments):
-	 * whole, on one connection, because a scan of part of the pages (a TID range scan)
-	 * goes through shared_buffers and writes out their dirty pages to make room, where a
-	 * sequential scan of a large table recycles a small ring of its own. Just after a fill
-	 * of a million partitions, half the segments took 4.2 s that way, all of them 2.1 s. */
+	 * partitions, a probe of each one's newest segment, or, at start-up, after them in one
+	 * sequential scan of the segments where that reads fewer pages
+	 * (queen_snapshot_scans_segments): whole, on one connection, because a scan of part of
+	 * the pages (a TID range scan) goes through shared_buffers and writes out their dirty
+	 * pages to make room, where a sequential scan of a large table recycles a small ring of
+	 * its own. Just after a fill of a million partitions, half the segments took 4.2 s that
+	 * way, all of them 2.1 s. Not in the reloads that follow: every QUEEN_INDEX_RESYNC_MS
+	 * beside the traffic, the index already knows the ends the probes confirm, and a scan
+	 * would read every segment (and the broker look up each) again and again until VACUUM
+	 * has been through them. */
 	if (db_exec(db, SQL_INDEX_PAGES, NULL, &pages) != QE_OK)
 		pages = NULL;
-	scan = scans_segments(pages);
+	scan = alone && scans_segments(pages);
 	table[n] = SNAP_QUEUES;
 	snapshot[n++] = (struct db_chunked){ SQL_INDEX_QUEUES, { NULL } };
 	table[n] = SNAP_PARTITIONS;

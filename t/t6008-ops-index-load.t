@@ -105,8 +105,21 @@ fill($B, 'load-odd', 2345);
 is(drain($B, 'load-odd', 'g1', 1000), 1000, 'group g1 reads 1,000 partitions of another queue');
 is($B->stop, 0, 'the broker stops');
 
+# The reloads beside the traffic probe: the index knows the log ends already, and a scan
+# would read every segment again at each.
+my $R = start_queend(LOG_LEVEL => 'debug', QUEEN_INDEX_RESYNC_MS => 200);
+ok(wait_until(sub { $R->log_count(qr/index sweep:/) >= 2 }, 30), 'a broker reloads its index');
+my @sweeps = QueenTest::_slurp($R->{log}) =~ /index sweep: .*?log ends by ([a-z ]+),/g;
+is_deeply([ @sweeps[0, 1] ], [ 'a scan of the segments', 'probes' ],
+	'its start-up load scans the segments, its first reload probes');
+is($R->stop, 0, 'and stops');
+
 # 12,345 partitions, 1,000 of them with a cursor: two whole chunks and a part. VACUUM has
-# been through the segments now: the log ends come from probes.
+# been through the segments now: the log ends come from probes. (Once the last broker's
+# sessions are gone: a page a scan of theirs still holds is one VACUUM passes over.)
+ok(wait_until(sub { $pg->psql(q{SELECT count(*) FROM pg_stat_activity
+	WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()}) == 0 }, 30),
+	"the brokers' sessions have ended");
 $pg->psql('VACUUM queen_segments');
 is($pg->psql('SELECT queen_snapshot_scans_segments()'), 'f', 'after a VACUUM the probes read less');
 my $C = start_queend(LOG_LEVEL => 'debug');
