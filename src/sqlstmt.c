@@ -58,11 +58,11 @@ static const struct sql_stmt sql_table[SQL__COUNT] = {
 		"SELECT id, name, namespace, task FROM queen_queues", 0 },
 	[SQL_INDEX_PARTITIONS] = { "index_partitions",
 		"SELECT queue_id, partition_id, partition_name, log_end, log_start "
-		"FROM queen_snapshot_partitions($1::bigint, $2::bigint, true)", 2 },
+		"FROM queen_snapshot_partitions($1::bigint, $2::bigint)", 2 },
 	/* The same without the log-end probes: then the segments' ends come in a scan. */
 	[SQL_INDEX_PARTITIONS_KEPT] = { "index_partitions_kept",
 		"SELECT queue_id, partition_id, partition_name, log_end, log_start "
-		"FROM queen_snapshot_partitions($1::bigint, $2::bigint, false)", 2 },
+		"FROM queen_snapshot_partitions_kept($1::bigint, $2::bigint)", 2 },
 	[SQL_INDEX_SEGMENT_ENDS] = { "index_segment_ends",
 		"SELECT partition_id, end_offset FROM queen_snapshot_segment_ends()", 0 },
 	[SQL_INDEX_CURSORS] = { "index_cursors",

@@ -246,19 +246,28 @@ LANGUAGE sql VOLATILE AS $$
 	SELECT pg_relation_size(p_rel) / current_setting('block_size')::bigint
 $$;
 
--- The partitions' rows. With p_probe false, a log end is only what the row keeps of the
--- segments retention deleted (-1: none), and the segments' ends come from
--- queen_snapshot_segment_ends instead of a probe of each partition's newest segment.
-CREATE FUNCTION queen_snapshot_partitions(p_from bigint DEFAULT 0, p_to bigint DEFAULT NULL,
-					  p_probe bool DEFAULT true)
+-- The partitions' rows as kept: a log end here is only what the row keeps of the segments
+-- retention deleted (-1: none). The start-up load that reads the segments' ends
+-- (queen_snapshot_segment_ends) takes these, so that no partition is probed.
+CREATE FUNCTION queen_snapshot_partitions_kept(p_from bigint DEFAULT 0, p_to bigint DEFAULT NULL)
+RETURNS TABLE (queue_id uuid, partition_id uuid, partition_name text, log_end bigint,
+	       log_start bigint, kept_last_created_at timestamptz)
+LANGUAGE sql STABLE AS $$
+	SELECT p.queue_id, p.id, p.name, p.kept_next_offset - 1, p.log_start,
+	       p.kept_last_created_at
+	FROM queen_partitions p
+	WHERE p.ctid >= queen_page_tid(p_from) AND p.ctid < queen_page_tid(p_to)
+$$;
+
+-- The same with each log end from a probe of the partition's newest segment.
+CREATE FUNCTION queen_snapshot_partitions(p_from bigint DEFAULT 0, p_to bigint DEFAULT NULL)
 RETURNS TABLE (queue_id uuid, partition_id uuid, partition_name text, log_end bigint,
 	       log_start bigint)
 LANGUAGE sql STABLE AS $$
-	SELECT p.queue_id, p.id, p.name, pl.next_offset - 1, p.log_start
-	FROM queen_partitions p
-	CROSS JOIN LATERAL queen_log_tail_known(p.id, p.kept_next_offset, p.kept_last_created_at,
-						-1, NOT p_probe) pl
-	WHERE p.ctid >= queen_page_tid(p_from) AND p.ctid < queen_page_tid(p_to)
+	SELECT k.queue_id, k.partition_id, k.partition_name, pl.next_offset - 1, k.log_start
+	FROM queen_snapshot_partitions_kept(p_from, p_to) k
+	CROSS JOIN LATERAL queen_log_tail(k.partition_id, k.log_end + 1,
+					  k.kept_last_created_at) pl
 $$;
 
 -- Every segment's partition and last offset, in one sequential scan: a partition's log end
