@@ -288,9 +288,16 @@ $$;
 -- segments hold fewer pages than the partitions times the share of pages not all-visible
 -- (the count of partitions from the planner's density, 60 rows a page before any ANALYZE).
 -- A queue of few partitions and long logs, or segments VACUUM has been through, probes.
+CREATE FUNCTION queen_scan_reads_less(p_pages float8, p_visible float8, p_partitions float8)
+RETURNS bool
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT p_pages > 0
+	       AND p_pages * p_pages < p_partitions * (p_pages - least(p_visible, p_pages))
+$$;
+
 CREATE FUNCTION queen_snapshot_scans_segments() RETURNS bool
 LANGUAGE sql VOLATILE AS $$
-	SELECT s.pages > 0 AND s.pages * s.pages < p.n * (s.pages - least(s.vis, s.pages))
+	SELECT queen_scan_reads_less(s.pages, s.vis, p.n)
 	FROM (SELECT queen_pages('queen_segments')::float8 AS pages, c.relallvisible AS vis
 	      FROM pg_class c WHERE c.oid = 'queen_segments'::regclass) s,
 	     (SELECT CASE WHEN c.relpages > 0 AND c.reltuples >= 0
