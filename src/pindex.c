@@ -734,18 +734,27 @@ pidx_pushes_done(struct pidx_pushes *ps)
 	*ps = (struct pidx_pushes)PIDX_PUSHES_INIT;
 }
 
-int
-pidx_log_end(const char *pid, int64_t log_end)
+/* pidx_log_end of the partition of key k (NULL: none). */
+static int
+log_end_of(const struct pid_key *k, int64_t log_end)
 {
 	struct pq_part *p;
 	int rc = 0;
 
 	urcu_memb_read_lock();
-	p = find_id(pid);
+	p = k ? find_key(k) : NULL;
 	if (p)
 		rc = atomic_max(&p->log_end, log_end) ? 2 : 1;
 	urcu_memb_read_unlock();
 	return rc;
+}
+
+int
+pidx_log_end(const char *pid, int64_t log_end)
+{
+	struct pid_key k;
+
+	return log_end_of(pid_key(pid, &k) ? &k : NULL, log_end);
 }
 
 /* A block of n slots, the first taken by gh. */
@@ -1217,17 +1226,10 @@ pidx_sweep_partition(const struct pidx_sweep *sw, const struct pidx_part_row *ro
 int
 pidx_sweep_log_end(const uint8_t pid[16], int64_t log_end)
 {
-	struct pq_part *p;
 	struct pid_key key;
-	int advanced = 0;
 
 	pid_key_bytes(pid, &key);
-	urcu_memb_read_lock();
-	p = find_key(&key);
-	if (p)
-		advanced = atomic_max(&p->log_end, log_end);
-	urcu_memb_read_unlock();
-	return advanced;
+	return log_end_of(&key, log_end) == 2;
 }
 
 void

@@ -118,13 +118,10 @@ struct snap_start {
 	int64_t log_start;
 };
 
-/* What a statement of the snapshot reads. */
-enum snap_table { SNAP_QUEUES, SNAP_PARTITIONS, SNAP_SEGMENT_ENDS, SNAP_CURSORS };
-
 struct snapshot_load {
 	struct pidx_sweep sw;
 	const _Atomic int *stop;
-	const enum snap_table *table;	/* by the statement's index in the snapshot */
+	const struct db_chunked *st;	/* the snapshot's statements, by db_read_chunks' which */
 	int advanced;
 	struct id_table queues;		/* struct snap_queue */
 	struct id_table starts;		/* struct snap_start: with the partitions, for the cursors */
@@ -215,15 +212,15 @@ static int
 load_rows(void *arg, int which, const PGresult *res)
 {
 	struct snapshot_load *ld = arg;
-	enum snap_table t = ld->table[which];
+	enum sql_id id = ld->st[which].id;
 
-	if (t == SNAP_QUEUES)
+	if (id == SQL_INDEX_QUEUES)
 		load_queues(ld, res);
 	else
 		for (int i = 0; i < PQntuples(res); i++) {
-			if (t == SNAP_PARTITIONS)
+			if (id == SQL_INDEX_PARTITIONS || id == SQL_INDEX_PARTITIONS_KEPT)
 				load_partition(ld, res, i);
-			else if (t == SNAP_SEGMENT_ENDS)
+			else if (id == SQL_INDEX_SEGMENT_ENDS)
 				load_segment_end(ld, res, i);
 			else
 				load_cursor(ld, res, i);
@@ -257,13 +254,12 @@ int
 resync_run(struct dbconn *db, struct dbconn *helper, int alone, const _Atomic int *stop)
 {
 	struct db_chunked snapshot[4];
-	enum snap_table table[4];
 	struct dbconn *conns[2] = { db, helper };
 	int nconns = helper && db_ensure(helper) == QE_OK ? 2 : 1, n = 0, scan;
 	char bounds[2][2][24];
 	PGresult *res, *pages = NULL;
 	struct snapshot_load ld = {
-		.sw = pidx_sweep_begin(alone), .stop = stop, .table = table,
+		.sw = pidx_sweep_begin(alone), .stop = stop, .st = snapshot,
 		.queues = { .size = sizeof(struct snap_queue) },
 		.starts = { .size = sizeof(struct snap_start) },
 	};
@@ -294,20 +290,15 @@ resync_run(struct dbconn *db, struct dbconn *helper, int alone, const _Atomic in
 	 * beside the traffic, the index already knows the ends the probes confirm, and a scan
 	 * would read every segment (and the broker look up each) again and again until VACUUM
 	 * has been through them. */
-	if (db_exec(db, SQL_INDEX_PAGES, NULL, &pages) != QE_OK)
+	if ((alone || nconns > 1) && db_exec(db, SQL_INDEX_PAGES, NULL, &pages) != QE_OK)
 		pages = NULL;
 	scan = alone && scans_segments(pages);
-	table[n] = SNAP_QUEUES;
 	snapshot[n++] = (struct db_chunked){ SQL_INDEX_QUEUES, { NULL } };
-	table[n] = SNAP_PARTITIONS;
 	snapshot[n] = (struct db_chunked){ scan ? SQL_INDEX_PARTITIONS_KEPT : SQL_INDEX_PARTITIONS,
 					   { NULL } };
 	cut_pages(&snapshot[n++], nconns, pages, 0, bounds[0]);
-	if (scan) {
-		table[n] = SNAP_SEGMENT_ENDS;
+	if (scan)
 		snapshot[n++] = (struct db_chunked){ SQL_INDEX_SEGMENT_ENDS, { NULL } };
-	}
-	table[n] = SNAP_CURSORS;
 	snapshot[n] = (struct db_chunked){ SQL_INDEX_CURSORS, { NULL } };
 	cut_pages(&snapshot[n++], nconns, pages, 1, bounds[1]);
 	PQclear(pages);
